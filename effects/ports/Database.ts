@@ -1,0 +1,43 @@
+/**
+ * The Database port: the only way the core touches PostgreSQL. Two adapters implement it
+ * (src/db/pglite.ts for the embedded default, src/db/postgres.ts for DATABASE_URL); both run
+ * the same SQL with `$1` placeholders.
+ *
+ * Transactions are ambient: inside `transaction(effect)` every `query` made by `effect` (and by
+ * any service it calls) runs on the transaction's connection, so services compose into one
+ * atomic unit without passing a handle around.
+ */
+import { Context, Effect, Schema } from "effect"
+
+/** A failed statement. `code` is the SQLSTATE (23505 unique violation, 40001 serialization, …). */
+export class DbError extends Schema.TaggedError<DbError>()("DbError", {
+  message: Schema.String,
+  code: Schema.optional(Schema.String),
+  constraint: Schema.optional(Schema.String),
+}) {}
+
+export type Row = Record<string, unknown>
+
+/** A connection that can run statements (the pool, or a transaction's reserved connection). */
+export interface Connection {
+  readonly query: (text: string, params?: ReadonlyArray<unknown>) => Promise<Array<Row>>
+}
+
+export interface DatabaseShape {
+  /** Runs one statement; rows come back with int8 as number and timestamps as Date. */
+  readonly query: <T = Row>(text: string, params?: ReadonlyArray<unknown>) => Effect.Effect<Array<T>, DbError>
+  /** Runs `effect` in one transaction (joins the surrounding one if already inside). Rolls back on any failure. */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | DbError, R>
+  /** Runs a multi-statement script (migrations); joins the surrounding transaction if any. */
+  readonly exec: (script: string) => Effect.Effect<void, DbError>
+  /** Which engine is behind the port; tests and benchmarks report it. */
+  readonly dialect: "pglite" | "postgres"
+}
+
+export class Database extends Context.Service<Database, DatabaseShape>()("app/Database") {}
+
+/** True when a failure is a unique-constraint violation (map it to CONFLICT, never by message text). */
+export const isUniqueViolation = (e: DbError): boolean => e.code === "23505"
+
+/** First row or undefined. */
+export const first = <T>(rows: Array<T>): T | undefined => rows[0]

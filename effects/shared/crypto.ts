@@ -1,0 +1,61 @@
+/**
+ * Web Crypto helpers shared by every capability (both Node 24 and Deno 2 have `crypto.subtle`).
+ * Secrets come from the platform CSPRNG, not Effect's `Random`: Random is a seedable PRNG meant
+ * for deterministic tests, and a predictable API key or webhook secret would be a vulnerability.
+ */
+import { Effect } from "effect"
+
+const enc = new TextEncoder()
+
+export const toHex = (bytes: Uint8Array): string => {
+  let out = ""
+  for (const b of bytes) out += b.toString(16).padStart(2, "0")
+  return out
+}
+
+export const fromHex = (hex: string): Uint8Array => {
+  const out = new Uint8Array(hex.length / 2)
+  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16)
+  return out
+}
+
+export const toBase64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64")
+export const toBase64Url = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64url")
+export const fromBase64Url = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, "base64url"))
+
+/** `n` random bytes as lowercase hex (2n characters). */
+export const randomHex = (n: number): Effect.Effect<string> =>
+  Effect.sync(() => toHex(crypto.getRandomValues(new Uint8Array(n))))
+
+export const randomHexSync = (n: number): string => toHex(crypto.getRandomValues(new Uint8Array(n)))
+
+export const sha256Hex = (data: string | Uint8Array): Effect.Effect<string> =>
+  Effect.promise(async () =>
+    toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", typeof data === "string" ? enc.encode(data) : data as BufferSource)))
+  )
+
+const hmacKey = (key: string | Uint8Array) =>
+  crypto.subtle.importKey("raw", (typeof key === "string" ? enc.encode(key) : key) as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ])
+
+export const hmacSha256 = (key: string | Uint8Array, data: string | Uint8Array): Effect.Effect<Uint8Array> =>
+  Effect.promise(async () =>
+    new Uint8Array(
+      await crypto.subtle.sign("HMAC", await hmacKey(key), (typeof data === "string" ? enc.encode(data) : data) as BufferSource),
+    )
+  )
+
+/** Lowercase hex HMAC-SHA256, the form of `X-Signature` and `X-Gateway-Signature`. */
+export const hmacSha256Hex = (key: string | Uint8Array, data: string | Uint8Array): Effect.Effect<string> =>
+  Effect.map(hmacSha256(key, data), toHex)
+
+/** Constant-time comparison of two strings (length leaks, content does not). */
+export const timingSafeEqual = (a: string, b: string): boolean => {
+  const x = enc.encode(a)
+  const y = enc.encode(b)
+  let diff = x.length ^ y.length
+  const n = Math.max(x.length, y.length)
+  for (let i = 0; i < n; i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0)
+  return diff === 0
+}

@@ -1,0 +1,10 @@
+/** An operator command: `npm run admin -- <name> [args…]`. */
+import type { Effect } from "effect"
+
+export interface AdminCommand {
+  readonly name: string
+  readonly usage: string
+  readonly summary: string
+  /** Prints its result; fails with a message for the operator. */
+  readonly run: (args: ReadonlyArray<string>, flags: Readonly<Record<string, string>>) => Effect.Effect<unknown, unknown, any>
+}

@@ -1,0 +1,7 @@
+/** Every operator command; a capability adds its commands here. */
+import { listAccounts } from "./accounts.ts"
+import type { AdminCommand } from "./command.ts"
+
+export const commands: ReadonlyArray<AdminCommand> = [
+  listAccounts,
+]

@@ -1,0 +1,138 @@
+/**
+ * Every setting of DECISIONS.md, typed with Effect `Config`, with the embedded defaults.
+ * A bad value stops start-up with one line naming the variable. `JWT_SECRET` and `SECRETS_KEY`
+ * are generated once into `DATA_DIR/secrets.json` when unset, so restarts keep tokens and
+ * encrypted secrets valid.
+ */
+import { Config, ConfigProvider, Duration, Effect, Layer, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { AppConfig, type Settings } from "../effects/config.ts"
+import { fromHex, randomHexSync } from "../effects/shared/crypto.ts"
+
+/** A start-up configuration problem, printed as one line. */
+export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", { message: Schema.String }) {}
+
+/** `2s`, `5m`, `1h`, `1d`, `250ms` (DECISIONS.md: durations in settings). */
+export const parseDuration = (raw: string): Option.Option<Duration.Duration> => {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(raw)
+  if (!m) return Option.none()
+  const n = Number(m[1])
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as "ms" | "s" | "m" | "h" | "d"]
+  return n > 0 ? Option.some(Duration.millis(n * unit)) : Option.none()
+}
+
+const hexKey = (name: string) => Config.option(Config.String(name))
+
+const optionalString = (name: string) =>
+  Config.option(Config.String(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
+
+const raw = Config.all({
+  baseUrl: Config.String("BASE_URL").pipe(Config.withDefault("")),
+  platformDomain: Config.String("PLATFORM_DOMAIN").pipe(Config.withDefault("inbox.localhost")),
+  mxHost: optionalString("MX_HOST"),
+  mailServerIp: Config.String("MAIL_SERVER_IP").pipe(Config.withDefault("127.0.0.1")),
+  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  smtpPort: Config.Port("SMTP_PORT").pipe(Config.withDefault(2525)),
+  sandboxSmtpHost: Config.String("SANDBOX_SMTP_HOST").pipe(Config.withDefault("localhost")),
+  sandboxSmtpPort: Config.Port("SANDBOX_SMTP_PORT").pipe(Config.withDefault(2526)),
+  dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./data")),
+  databaseUrl: optionalString("DATABASE_URL"),
+  jwtSecret: hexKey("JWT_SECRET"),
+  secretsKey: hexKey("SECRETS_KEY"),
+  requirePhoneForOutbound: Config.Boolean("REQUIRE_PHONE_FOR_OUTBOUND").pipe(Config.withDefault(false)),
+  webhookAllowPrivate: Config.Boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(true)),
+  webhookMaxAttempts: Config.Int("WEBHOOK_MAX_ATTEMPTS").pipe(Config.withDefault(3)),
+  domainRecheckInterval: Config.String("DOMAIN_RECHECK_INTERVAL").pipe(Config.withDefault("1h")),
+  retentionInterval: Config.String("RETENTION_INTERVAL").pipe(Config.withDefault("1h")),
+  dnsServers: Config.String("DNS_SERVERS").pipe(Config.withDefault("")),
+  smtpRelayUrl: optionalString("SMTP_RELAY_URL"),
+  platformFrom: optionalString("PLATFORM_FROM"),
+  smsApiUrl: optionalString("SMS_API_URL"),
+  smsApiKey: optionalString("SMS_API_KEY"),
+  smsSenderId: Config.String("SMS_SENDER_ID").pipe(Config.withDefault("TZMAIL")),
+  paymentApiUrl: optionalString("PAYMENT_API_URL"),
+  paymentApiKey: optionalString("PAYMENT_API_KEY"),
+  paymentWebhookSecret: optionalString("PAYMENT_WEBHOOK_SECRET"),
+  aiBaseUrl: optionalString("AI_BASE_URL"),
+  aiApiKey: optionalString("AI_API_KEY"),
+  aiModel: Config.String("AI_MODEL").pipe(Config.withDefault("gpt-4o-mini")),
+  googleClientId: optionalString("GOOGLE_CLIENT_ID"),
+  googleJwksUrl: Config.String("GOOGLE_JWKS_URL").pipe(Config.withDefault("https://www.googleapis.com/oauth2/v3/certs")),
+  maxBodyBytes: Config.Int("MAX_BODY_BYTES").pipe(Config.withDefault(30 * 1024 * 1024)),
+  maxMessageBytes: Config.Int("MAX_MESSAGE_BYTES").pipe(Config.withDefault(25 * 1024 * 1024)),
+  logLevel: Config.Literals(["debug", "info", "warn", "error"], "LOG_LEVEL").pipe(Config.withDefault("info" as const)),
+})
+
+/** Keys kept in DATA_DIR when not given by env; created once with owner-only permissions. */
+const persistedKeys = (dataDir: string): { jwtSecret: Uint8Array; secretsKey: Uint8Array; paymentWebhookSecret: string } => {
+  const file = path.join(dataDir, "secrets.json")
+  fs.mkdirSync(dataDir, { recursive: true })
+  if (!fs.existsSync(file)) {
+    const fresh = { jwt_secret: randomHexSync(32), secrets_key: randomHexSync(32), payment_webhook_secret: randomHexSync(32) }
+    // "wx" fails if another instance created it first; then we read theirs.
+    try {
+      fs.writeFileSync(file, JSON.stringify(fresh, null, 2), { mode: 0o600, flag: "wx" })
+    } catch { /* created concurrently */ }
+  }
+  const stored = JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, string>
+  return {
+    jwtSecret: fromHex(stored.jwt_secret!),
+    secretsKey: fromHex(stored.secrets_key!),
+    paymentWebhookSecret: stored.payment_webhook_secret ?? randomHexSync(32),
+  }
+}
+
+const oneLine = (e: Config.ConfigError): string => {
+  const text = String(e.message).replace(/^SchemaError\(/, "").replace(/\)$/, "")
+  const at = /at \["([^"]+)"\]/.exec(text)
+  const reason = text.split("\n")[0]!.trim()
+  return at ? `Invalid setting ${at[1]}: ${reason}` : `Invalid configuration: ${reason}`
+}
+
+/** Loads and validates every setting from a provider (the environment unless given). */
+export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigProvider.fromEnv()) =>
+  Effect.gen(function*() {
+    const r = yield* raw.parse(provider).pipe(Effect.mapError((e) => new ConfigInvalid({ message: oneLine(e) })))
+    if (r.webhookMaxAttempts < 1 || r.webhookMaxAttempts > 20) {
+      return yield* new ConfigInvalid({ message: "Invalid setting WEBHOOK_MAX_ATTEMPTS: expected an integer from 1 to 20" })
+    }
+    if (Option.isSome(r.databaseUrl) && !/^postgres(ql)?:\/\//.test(r.databaseUrl.value)) {
+      return yield* new ConfigInvalid({ message: "Invalid setting DATABASE_URL: expected postgres://user@host:port/db" })
+    }
+    const durationOf = (name: string, value: string) =>
+      Option.match(parseDuration(value), {
+        onNone: () => Effect.fail(new ConfigInvalid({ message: `Invalid setting ${name}: expected a duration like 30s, 5m or 1h, got "${value}"` })),
+        onSome: Effect.succeed,
+      })
+    const keyOf = (name: string, value: Option.Option<string>) =>
+      Option.match(value, {
+        onNone: () => Effect.succeed(Option.none<Uint8Array>()),
+        onSome: (hex) =>
+          /^[0-9a-fA-F]{64}$/.test(hex)
+            ? Effect.succeed(Option.some(fromHex(hex.toLowerCase())))
+            : Effect.fail(new ConfigInvalid({ message: `Invalid setting ${name}: expected 32 bytes as 64 hex characters` })),
+      })
+    const domainRecheckInterval = yield* durationOf("DOMAIN_RECHECK_INTERVAL", r.domainRecheckInterval)
+    const retentionInterval = yield* durationOf("RETENTION_INTERVAL", r.retentionInterval)
+    const jwtSecret = yield* keyOf("JWT_SECRET", r.jwtSecret)
+    const secretsKey = yield* keyOf("SECRETS_KEY", r.secretsKey)
+    const needsPersisted = Option.isNone(jwtSecret) || Option.isNone(secretsKey) || Option.isNone(r.paymentWebhookSecret)
+    const kept = needsPersisted ? yield* Effect.sync(() => persistedKeys(r.dataDir)) : undefined
+    const settings: Settings = {
+      ...r,
+      baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),
+      mxHost: Option.getOrElse(r.mxHost, () => `mx.${r.platformDomain}`),
+      dnsServers: r.dnsServers.split(",").map((s) => s.trim()).filter((s) => s !== ""),
+      domainRecheckInterval,
+      retentionInterval,
+      jwtSecret: Option.getOrElse(jwtSecret, () => kept!.jwtSecret),
+      secretsKey: Option.getOrElse(secretsKey, () => kept!.secretsKey),
+      paymentWebhookSecret: Option.getOrElse(r.paymentWebhookSecret, () => kept!.paymentWebhookSecret),
+      platformFrom: Option.getOrElse(r.platformFrom, () => `noreply@${r.platformDomain}`),
+    }
+    return settings
+  })
+
+/** The AppConfig layer read from the process environment. */
+export const layerFromEnv = Layer.effect(AppConfig, Effect.map(loadSettings(), AppConfig.of))

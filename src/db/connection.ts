@@ -1,0 +1,89 @@
+/**
+ * Builds the Database port from a driver-specific connection source. Both adapters share this:
+ * the ambient-transaction rule (a transaction's connection travels in a fiber-local Reference,
+ * so any service's `query` inside `transaction(...)` joins it) and the error normalisation.
+ */
+import { Context, Effect, Exit, Option } from "effect"
+import { type Connection, type DatabaseShape, DbError, type Row } from "../../effects/ports/Database.ts"
+
+/** A connection reserved for one transaction; `release` hands it back. */
+export interface Reserved {
+  readonly connection: Connection & { readonly exec: (script: string) => Promise<void> }
+  readonly release: () => Promise<void>
+}
+
+export interface ConnectionSource {
+  readonly dialect: DatabaseShape["dialect"]
+  /** Runs a statement outside any transaction. */
+  readonly query: (text: string, params?: ReadonlyArray<unknown>) => Promise<Array<Row>>
+  readonly exec: (script: string) => Promise<void>
+  /** Takes a connection for a transaction's exclusive use. */
+  readonly reserve: () => Promise<Reserved>
+}
+
+type TxConnection = Reserved["connection"]
+
+const CurrentTransaction = Context.Reference<Option.Option<TxConnection>>("app/Database/CurrentTransaction", {
+  defaultValue: () => Option.none(),
+})
+
+/** Turns a driver error into a DbError that keeps the SQLSTATE (never its text for users). */
+export const toDbError = (e: unknown): DbError => {
+  const err = e as { message?: string; code?: string; constraint?: string; constraint_name?: string }
+  return new DbError({
+    message: err?.message ?? String(e),
+    code: typeof err?.code === "string" ? err.code : undefined,
+    constraint: err?.constraint ?? err?.constraint_name,
+  })
+}
+
+export const makeDatabase = (source: ConnectionSource): DatabaseShape => {
+  const run = (conn: Connection, text: string, params?: ReadonlyArray<unknown>) =>
+    Effect.tryPromise({ try: () => conn.query(text, params), catch: toDbError })
+
+  const query = <T = Row>(text: string, params?: ReadonlyArray<unknown>) =>
+    Effect.gen(function*() {
+      const tx = yield* CurrentTransaction
+      return (yield* run(Option.getOrElse(tx, () => source), text, params)) as Array<T>
+    })
+
+  const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DbError, R> =>
+    Effect.gen(function*() {
+      const tx = yield* CurrentTransaction
+      if (Option.isSome(tx)) return yield* effect
+      return yield* Effect.acquireUseRelease(
+          Effect.tryPromise({
+            try: async () => {
+              const reserved = await source.reserve()
+              try {
+                await reserved.connection.query("BEGIN")
+              } catch (e) {
+                await reserved.release()
+                throw e
+              }
+              return reserved
+            },
+            catch: toDbError,
+          }),
+          (reserved) =>
+            Effect.provideService(effect, CurrentTransaction, Option.some(reserved.connection)).pipe(
+              Effect.tap(() => run(reserved.connection, "COMMIT")),
+            ),
+          (reserved, exit) =>
+            Effect.promise(async () => {
+              // COMMIT already ran on success; on failure, defect or interruption roll back.
+              if (!Exit.isSuccess(exit)) await reserved.connection.query("ROLLBACK").catch(() => undefined)
+              await reserved.release()
+            }),
+        )
+    })
+
+  const exec = (script: string) =>
+    Effect.gen(function*() {
+      const tx = yield* CurrentTransaction
+      const target = Option.getOrElse(tx, () => source)
+      yield* Effect.tryPromise({ try: () => target.exec(script), catch: toDbError })
+    })
+
+  return { query, transaction, exec, dialect: source.dialect }
+}

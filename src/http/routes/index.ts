@@ -1,0 +1,42 @@
+/**
+ * Every route of the service. Each capability owns one file here and exports its list;
+ * add a capability by adding its list below.
+ */
+import { Effect } from "effect"
+import { AppConfig } from "../../../effects/config.ts"
+import { docsPage, openApiDocument } from "../openapi.ts"
+import { ok, type Route, route } from "../route.ts"
+import { healthRoutes } from "./system.ts"
+
+export const capabilityRoutes: ReadonlyArray<Route> = [
+  ...healthRoutes,
+]
+
+const documentationRoutes: ReadonlyArray<Route> = [
+  route({
+    method: "get",
+    path: "/api/openapi.json",
+    auth: "none",
+    tag: "System",
+    summary: "This API as an OpenAPI 3.1 document",
+    internal: true,
+    handler: () =>
+      Effect.gen(function*() {
+        const config = yield* AppConfig
+        return ok(undefined, {
+          raw: { body: JSON.stringify(openApiDocument(capabilityRoutes, config.baseUrl)), contentType: "application/json" },
+        })
+      }),
+  }),
+  route({
+    method: "get",
+    path: "/docs",
+    auth: "none",
+    tag: "System",
+    summary: "Readable API reference",
+    internal: true,
+    handler: () => Effect.succeed(ok(undefined, { raw: { body: docsPage(capabilityRoutes), contentType: "text/html; charset=utf-8" } })),
+  }),
+]
+
+export const allRoutes: ReadonlyArray<Route> = [...capabilityRoutes, ...documentationRoutes]

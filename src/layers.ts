@@ -1,0 +1,33 @@
+/**
+ * Composition of every service and worker, shared by the process (src/main.ts), the operator
+ * CLI (src/admin.ts) and the test app (test/support/app.ts). Infrastructure (config, database,
+ * HTTP client, providers) comes in from outside so tests can swap adapters.
+ *
+ * Tiers: a service may depend on services of earlier tiers only.
+ */
+import { Layer } from "effect"
+import { Authenticator } from "../effects/auth/service.ts"
+import { WorkSignals } from "../effects/ports/WorkSignals.ts"
+
+/** Core services with no dependency on other capabilities. */
+const tier1 = Layer.mergeAll(
+  Authenticator.layer,
+  WorkSignals.layer,
+)
+
+/** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
+const tier2 = Layer.mergeAll(
+  Layer.empty,
+)
+
+/** Capabilities that build on tiers 1–2 (inbound ingest, outbound, webhooks …). */
+const tier3 = Layer.mergeAll(
+  Layer.empty,
+)
+
+export const servicesLayer = tier3.pipe(Layer.provideMerge(tier2), Layer.provideMerge(tier1))
+
+/** Long-lived workers (each a Layer from src/workers/worker.ts). */
+export const workersLayer = Layer.mergeAll(
+  Layer.empty,
+)

@@ -1,0 +1,16 @@
+/**
+ * Socket servers besides HTTP (the MX and sandbox SMTP servers). Each opens on start and closes
+ * gracefully on stop; tests pass port 0 through the settings.
+ */
+import type { ManagedRuntime } from "effect"
+import type { Settings } from "../effects/config.ts"
+
+export interface Listener {
+  readonly name: string
+  readonly start: (
+    runtime: ManagedRuntime.ManagedRuntime<any, any>,
+    settings: Settings,
+  ) => Promise<{ readonly port: number; readonly close: () => Promise<void> }>
+}
+
+export const listeners: ReadonlyArray<Listener> = []

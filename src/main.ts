@@ -1,0 +1,30 @@
+/**
+ * Composition root: settings → runtime (services, workers, database) → HTTP and SMTP listeners.
+ * SIGTERM/SIGINT stop accepting, finish in-flight work, stop workers and close the database.
+ */
+import { Effect } from "effect"
+import { loadSettings } from "./config.ts"
+import { start } from "./runtime.ts"
+
+const settings = await Effect.runPromise(Effect.result(loadSettings()))
+if (settings._tag === "Failure") {
+  console.error(settings.failure.message)
+  process.exit(1)
+}
+
+const running = await start(settings.success)
+
+let signalled = false
+const shutdown = (signal: string) => {
+  if (signalled) return
+  signalled = true
+  console.log(JSON.stringify({ level: "INFO", message: "shutting down", signal, timestamp: new Date().toISOString() }))
+  // A hard deadline so a stuck connection cannot keep the process alive forever.
+  setTimeout(() => process.exit(1), 15_000).unref()
+  running.stop().then(() => process.exit(0), (e) => {
+    console.error(e)
+    process.exit(1)
+  })
+}
+process.on("SIGTERM", () => shutdown("SIGTERM"))
+process.on("SIGINT", () => shutdown("SIGINT"))

@@ -1,0 +1,78 @@
+/**
+ * Builds the running service from settings: one ManagedRuntime holding every service and
+ * worker, the Hono app, and the socket listeners (HTTP; the SMTP servers join via `listeners`).
+ * `main.ts` and the test app both start through here, so tests exercise the real wiring.
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { serve } from "@hono/node-server"
+import type { AddressInfo } from "node:net"
+import { AppConfig, type Settings } from "../effects/config.ts"
+import { HttpClient } from "../effects/ports/HttpClient.ts"
+import { databaseLayer } from "./db/layer.ts"
+import { makeHttpApp } from "./http/app.ts"
+import { allRoutes } from "./http/routes/index.ts"
+import { servicesLayer, workersLayer } from "./layers.ts"
+import { loggerLayer } from "./logger.ts"
+import { listeners } from "./listeners.ts"
+
+export interface Overrides {
+  /** Replaces the database chosen from settings (tests: a fresh PGlite or a schema on PostgreSQL). */
+  readonly database?: Layer.Layer<any, any, any>
+  /** Replaces or adds infrastructure services (HttpClient with msw's fetch, provider fakes). */
+  readonly infrastructure?: Layer.Layer<any, never, never>
+  readonly logger?: Layer.Layer<never>
+  /** Start the long-lived workers (tests that drive workers by hand leave them off). */
+  readonly workers?: boolean
+}
+
+export const makeRuntime = (settings: Settings, overrides: Overrides = {}) => {
+  const config = Layer.succeed(AppConfig, AppConfig.of(settings))
+  const base = Layer.mergeAll(config, HttpClient.layer, overrides.logger ?? loggerLayer(settings.logLevel))
+  const infra = Layer.mergeAll(
+    (overrides.database ?? databaseLayer).pipe(Layer.provide(base)),
+    ...(overrides.infrastructure ? [overrides.infrastructure] : []),
+  ).pipe(Layer.provideMerge(base))
+  const app = Layer.mergeAll(servicesLayer, overrides.workers === false ? Layer.empty : workersLayer).pipe(
+    Layer.provideMerge(servicesLayer),
+    Layer.provideMerge(infra),
+  )
+  return ManagedRuntime.make(app as Layer.Layer<any, never, never>)
+}
+
+export interface Running {
+  readonly runtime: ReturnType<typeof makeRuntime>
+  readonly httpPort: number
+  readonly ports: Record<string, number>
+  /** Stops accepting, lets in-flight requests finish, then stops workers and closes the database. */
+  readonly stop: () => Promise<void>
+}
+
+export const start = async (settings: Settings, overrides: Overrides = {}, ports: { http?: number } = {}): Promise<Running> => {
+  const runtime = makeRuntime(settings, overrides)
+  // Build every layer (database + migrations) before opening any socket.
+  await runtime.runPromise(Effect.void)
+  const app = makeHttpApp({ routes: allRoutes, runtime, maxBodyBytes: settings.maxBodyBytes })
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+  })
+  const httpPort = (server.address() as AddressInfo).port
+  const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
+  for (const l of listeners) opened.push({ name: l.name, ...(await l.start(runtime, settings)) })
+  await runtime.runPromise(
+    Effect.logInfo("listening").pipe(
+      Effect.annotateLogs({ http: httpPort, ...Object.fromEntries(opened.map((o) => [o.name, o.port])) }),
+    ),
+  )
+  let stopping: Promise<void> | undefined
+  const stop = () =>
+    (stopping ??= (async () => {
+      await Promise.all(opened.map((o) => o.close()))
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        // Idle keep-alive sockets would hold close() open; in-flight requests still finish.
+        ;(server as { closeIdleConnections?: () => void }).closeIdleConnections?.()
+      })
+      await runtime.dispose()
+    })())
+  return { runtime, httpPort, ports: Object.fromEntries(opened.map((o) => [o.name, o.port])), stop }
+}

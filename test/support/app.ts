@@ -1,0 +1,127 @@
+/**
+ * The test app: the real service (runtime, HTTP on a real socket, SMTP listeners) on port 0,
+ * over a fresh database, with quiet logs. Tests talk to it with `api.call(...)` over HTTP and
+ * reach services directly with `api.run(effect)`.
+ */
+import { Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { Settings } from "../../effects/config.ts"
+import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { quietLoggerLayer } from "../../src/logger.ts"
+import { type Running, start } from "../../src/runtime.ts"
+import { testDatabase } from "./db.ts"
+
+export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
+  baseUrl: "http://localhost:8080",
+  platformDomain: "inbox.localhost",
+  mxHost: "mx.inbox.localhost",
+  mailServerIp: "127.0.0.1",
+  port: 0,
+  smtpPort: 0,
+  sandboxSmtpHost: "localhost",
+  sandboxSmtpPort: 0,
+  dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "mailapi-test-")),
+  databaseUrl: Option.none(),
+  jwtSecret: new TextEncoder().encode(randomHexSync(16)),
+  secretsKey: new TextEncoder().encode(randomHexSync(16)),
+  requirePhoneForOutbound: false,
+  webhookAllowPrivate: true,
+  webhookMaxAttempts: 3,
+  domainRecheckInterval: "1 hour" as never,
+  retentionInterval: "1 hour" as never,
+  dnsServers: [],
+  smtpRelayUrl: Option.none(),
+  platformFrom: "noreply@inbox.localhost",
+  smsApiUrl: Option.none(),
+  smsApiKey: Option.none(),
+  smsSenderId: "TZMAIL",
+  paymentApiUrl: Option.none(),
+  paymentApiKey: Option.none(),
+  paymentWebhookSecret: "test-payment-secret",
+  aiBaseUrl: Option.none(),
+  aiApiKey: Option.none(),
+  aiModel: "test-model",
+  googleClientId: Option.none(),
+  googleJwksUrl: "https://www.googleapis.com/oauth2/v3/certs",
+  maxBodyBytes: 30 * 1024 * 1024,
+  maxMessageBytes: 25 * 1024 * 1024,
+  logLevel: "error",
+  ...overrides,
+})
+
+export interface CallOptions {
+  readonly body?: unknown
+  /** Sent as-is (for malformed JSON tests). */
+  readonly rawBody?: string
+  /** A JWT or an API key, sent as `Authorization: Bearer …`. */
+  readonly token?: string
+  readonly headers?: Record<string, string>
+}
+
+export interface CallResult {
+  readonly status: number
+  readonly headers: Headers
+  // deno-lint-ignore no-explicit-any
+  readonly body: any
+}
+
+export interface TestApp extends Running {
+  readonly url: string
+  readonly settings: Settings
+  readonly call: (method: string, path: string, options?: CallOptions) => Promise<CallResult>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+}
+
+export interface TestAppOptions {
+  readonly settings?: Partial<Settings>
+  /** Workers are on by default; tests that drive a worker step by step turn them off. */
+  readonly workers?: boolean
+  readonly infrastructure?: Layer.Layer<any, never, never>
+}
+
+export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
+  const settings = testSettings(options.settings)
+  const db = testDatabase()
+  const running = await start(
+    settings,
+    {
+      database: db.layer,
+      logger: quietLoggerLayer,
+      workers: options.workers ?? true,
+      ...(options.infrastructure ? { infrastructure: options.infrastructure } : {}),
+    },
+    { http: 0 },
+  )
+  const url = `http://127.0.0.1:${running.httpPort}`
+  const call = async (method: string, p: string, o: CallOptions = {}): Promise<CallResult> => {
+    const headers: Record<string, string> = { ...(o.headers ?? {}) }
+    if (o.token) headers.authorization = `Bearer ${o.token}`
+    let body: string | undefined
+    if (o.rawBody !== undefined) body = o.rawBody
+    else if (o.body !== undefined) {
+      body = JSON.stringify(o.body)
+      headers["content-type"] ??= "application/json"
+    }
+    const res = await fetch(url + p, { method, headers, body })
+    const text = await res.text()
+    let parsed: unknown = text
+    try {
+      parsed = JSON.parse(text)
+    } catch { /* not JSON (docs page, raw MIME) */ }
+    return { status: res.status, headers: res.headers, body: parsed }
+  }
+  return {
+    ...running,
+    url,
+    settings,
+    call,
+    run: (effect) => running.runtime.runPromise(effect as Effect.Effect<any, any, never>),
+    stop: async () => {
+      await running.stop()
+      await db.drop()
+      fs.rmSync(settings.dataDir, { recursive: true, force: true })
+    },
+  }
+}
