@@ -7,11 +7,13 @@
  */
 import { Layer } from "effect"
 import { Authenticator } from "../effects/auth/service.ts"
+import { Billing } from "../effects/billing/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 
 /** Core services with no dependency on other capabilities. */
 const tier1 = Layer.mergeAll(
   Authenticator.layer,
+  Billing.layer,
   WorkSignals.layer,
 )
 

@@ -1,0 +1,134 @@
+/**
+ * The wallet: owns every TZS that moves. Other capabilities call `charge` / `refund` inside
+ * their own transaction (the Database port's transactions are ambient), so a message and its
+ * debit commit or roll back together. The balance row is updated only by a conditional
+ * statement (`balance_tzs >= amount`), which makes overdraft impossible under any concurrency:
+ * PostgreSQL re-checks the condition after taking the row lock.
+ */
+import { Context, Effect, Layer } from "effect"
+import { InsufficientBalance, ValidationError } from "../errors.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+
+/** Flat price per inbound message and per outbound recipient (SPEC.md "Pricing"). */
+export const PRICE_PER_MESSAGE_TZS = 5
+
+export type LedgerKind = "credit" | "debit" | "refund" | "adjustment"
+
+export interface LedgerEntry {
+  readonly id: number
+  readonly user_id: number
+  readonly kind: LedgerKind
+  readonly amount_tzs: number
+  readonly balance_after_tzs: number
+  readonly reference_type: string
+  readonly reference_id: string | null
+  readonly description: string
+  readonly created_at: Date
+}
+
+/** What caused a ledger entry, e.g. `{ type: "outbound_message", id: 42 }`. */
+export interface Reference {
+  readonly type: string
+  readonly id?: string | number | null
+}
+
+export interface Movement {
+  readonly userId: number
+  /** Positive whole TZS. */
+  readonly amount: number
+  readonly reference: Reference
+  readonly description?: string
+}
+
+export interface BillingShape {
+  readonly balance: (userId: number) => Effect.Effect<number, DbError>
+  /** Debits `amount`; fails INSUFFICIENT_BALANCE (writing nothing) if the wallet cannot cover it. */
+  readonly charge: (m: Movement) => Effect.Effect<LedgerEntry, InsufficientBalance | ValidationError | DbError>
+  /** Gives back (part of) an earlier charge. */
+  readonly refund: (m: Movement) => Effect.Effect<LedgerEntry, ValidationError | DbError>
+  /** Adds money: `credit` for a completed top-up, `adjustment` for an operator correction. */
+  readonly credit: (m: Movement & { readonly kind: "credit" | "adjustment" }) => Effect.Effect<LedgerEntry, ValidationError | DbError>
+  /** Ledger entries, newest first. */
+  readonly entries: (
+    userId: number,
+    page: { readonly limit: number; readonly offset: number },
+  ) => Effect.Effect<{ readonly rows: ReadonlyArray<LedgerEntry>; readonly total: number }, DbError>
+}
+
+const positive = (amount: number) =>
+  Number.isSafeInteger(amount) && amount > 0
+    ? Effect.void
+    : Effect.fail(ValidationError.field("amount_tzs", "amount must be a positive whole number of TZS"))
+
+export class Billing extends Context.Service<Billing, BillingShape>()("app/Billing") {
+  static readonly layer = Layer.effect(
+    Billing,
+    Effect.gen(function*() {
+      const db = yield* Database
+
+      const record = (userId: number, kind: LedgerKind, signed: number, balanceAfter: number, m: Movement) =>
+        db.query<LedgerEntry>(
+          `INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
+          [userId, kind, signed, balanceAfter, m.reference.type, m.reference.id == null ? null : String(m.reference.id), m.description ?? ""],
+        ).pipe(Effect.map((rows) => rows[0]!))
+
+      const balance = (userId: number) =>
+        db.query<{ balance_tzs: number }>("SELECT balance_tzs FROM wallets WHERE user_id = $1", [userId]).pipe(
+          Effect.map((rows) => rows[0]?.balance_tzs ?? 0),
+        )
+
+      const add = (kind: LedgerKind, m: Movement) =>
+        Effect.gen(function*() {
+          yield* positive(m.amount)
+          return yield* db.transaction(Effect.gen(function*() {
+            const [row] = yield* db.query<{ balance_tzs: number }>(
+              `INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, $2)
+               ON CONFLICT (user_id) DO UPDATE SET balance_tzs = wallets.balance_tzs + EXCLUDED.balance_tzs, updated_at = now()
+               RETURNING balance_tzs`,
+              [m.userId, m.amount],
+            )
+            return yield* record(m.userId, kind, m.amount, row!.balance_tzs, m)
+          }))
+        })
+
+      const charge = Effect.fn("Billing.charge")(function*(m: Movement) {
+        yield* positive(m.amount)
+        return yield* db.transaction(Effect.gen(function*() {
+          const [row] = yield* db.query<{ balance_tzs: number }>(
+            `UPDATE wallets SET balance_tzs = balance_tzs - $2, updated_at = now()
+              WHERE user_id = $1 AND balance_tzs >= $2 RETURNING balance_tzs`,
+            [m.userId, m.amount],
+          )
+          if (!row) {
+            const current = yield* balance(m.userId)
+            return yield* new InsufficientBalance({
+              message: `this costs ${m.amount} TZS and the wallet holds ${current} TZS`,
+              required_tzs: m.amount,
+              balance_tzs: current,
+            })
+          }
+          return yield* record(m.userId, "debit", -m.amount, row.balance_tzs, m)
+        }))
+      })
+
+      const entries = (userId: number, page: { limit: number; offset: number }) =>
+        Effect.gen(function*() {
+          const rows = yield* db.query<LedgerEntry>(
+            "SELECT * FROM ledger_entries WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
+            [userId, page.limit, page.offset],
+          )
+          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM ledger_entries WHERE user_id = $1", [userId])
+          return { rows, total: count?.n ?? 0 }
+        })
+
+      return Billing.of({
+        balance,
+        charge,
+        refund: Effect.fn("Billing.refund")((m: Movement) => add("refund", m)),
+        credit: Effect.fn("Billing.credit")((m: Movement & { kind: "credit" | "adjustment" }) => add(m.kind, m)),
+        entries,
+      })
+    }),
+  )
+}
