@@ -8,6 +8,7 @@
 import { Layer } from "effect"
 import { Authenticator } from "../effects/auth/service.ts"
 import { Billing } from "../effects/billing/service.ts"
+import { MessageEvents } from "../effects/ingest/events.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 
 /** Core services with no dependency on other capabilities. */
@@ -22,12 +23,22 @@ const tier2 = Layer.mergeAll(
   Layer.empty,
 )
 
-/** Capabilities that build on tiers 1–2 (inbound ingest, outbound, webhooks …). */
+/**
+ * The subscribers of stored inbound messages (webhooks, SMS, agent), combined into the one
+ * MessageEvents service ingest calls. Built on tiers 1–2.
+ */
+const messageEvents = MessageEvents.none
+
+/** Capabilities that build on everything above (inbound ingest, outbound, …). */
 const tier3 = Layer.mergeAll(
   Layer.empty,
 )
 
-export const servicesLayer = tier3.pipe(Layer.provideMerge(tier2), Layer.provideMerge(tier1))
+export const servicesLayer = tier3.pipe(
+  Layer.provideMerge(messageEvents),
+  Layer.provideMerge(tier2),
+  Layer.provideMerge(tier1),
+)
 
 /** Long-lived workers (each a Layer from src/workers/worker.ts). */
 export const workersLayer = Layer.mergeAll(
