@@ -1,0 +1,165 @@
+/**
+ * The worker pattern (src/workers/worker.ts) on a throwaway queue table: retry timing under
+ * TestClock, lease expiry, supervision after a crash, and concurrent claimers never sharing a row.
+ */
+import { Clock, Duration, Effect, Fiber, Queue } from "effect"
+import { TestClock } from "effect/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Database } from "../../effects/ports/Database.ts"
+import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
+import { claimDue, retryDelay, runOnce, runWorker, supervised, type WorkerSpec } from "../../src/workers/worker.ts"
+import { makeTestApp, type TestApp } from "../support/app.ts"
+
+let api: TestApp
+beforeAll(async () => {
+  api = await makeTestApp({ workers: false })
+  await api.run(Database.use((db) =>
+    db.exec(`CREATE TABLE test_jobs (
+      id bigserial PRIMARY KEY,
+      queue text NOT NULL,
+      status text NOT NULL DEFAULT 'pending',
+      attempt integer NOT NULL DEFAULT 0,
+      attempted_at bigint[] NOT NULL DEFAULT '{}',
+      next_attempt_at timestamptz NOT NULL,
+      locked_until timestamptz
+    )`)
+  ))
+})
+afterAll(() => api.stop())
+
+interface Job {
+  readonly id: number
+  readonly attempt: number
+}
+
+const MAX_ATTEMPTS = 3
+
+/** A queue whose handler always fails and reschedules with the real backoff. */
+const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job> => {
+  const claim = claimDue<Job>({ table: "test_jobs", dueColumn: "next_attempt_at", statuses: ["pending", "retrying"], lease: "30 seconds" })
+  return {
+    name: queue,
+    pollInterval: "250 millis",
+    claim: (now, limit) => Effect.map(claim(now, limit), (rows) => rows.filter((r: any) => r.queue === queue)),
+    handle: (job) =>
+      Effect.gen(function*() {
+        const db = yield* Database
+        const now = Number(yield* Clock.currentTimeMillis)
+        const attempt = job.attempt + 1
+        yield* db.query(
+          `UPDATE test_jobs SET attempt = $2, attempted_at = attempted_at || $3::bigint, locked_until = NULL,
+             status = $4, next_attempt_at = $5 WHERE id = $1`,
+          [job.id, attempt, now, attempt >= MAX_ATTEMPTS ? "failed" : "retrying", new Date(now + Duration.toMillis(retryDelay(attempt)))],
+        )
+        if (seen) yield* Queue.offer(seen, attempt)
+      }),
+  }
+}
+
+const insertJob = (queue: string, dueAt: number) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    const [row] = yield* db.query<{ id: number }>(
+      "INSERT INTO test_jobs (queue, next_attempt_at) VALUES ($1, $2) RETURNING id",
+      [queue, new Date(dueAt)],
+    )
+    return row!.id
+  })
+
+const attemptsOf = (id: number) =>
+  Database.use((db) => db.query<{ attempted_at: Array<number>; status: string }>("SELECT attempted_at, status FROM test_jobs WHERE id = $1", [id]))
+    .pipe(Effect.map((rows) => ({ at: rows[0]!.attempted_at.map(Number), status: rows[0]!.status })))
+
+describe("worker pattern", () => {
+  it("retries at 1 s then 3 s after failures, then stops (TestClock)", async () => {
+    const result = await api.run(Effect.gen(function*() {
+      const spec = failingSpec("timing")
+      yield* TestClock.setTime(1_000_000)
+      const id = yield* insertJob("timing", 1_000_000)
+      const ran: Array<number> = []
+      // Step the clock 250 ms at a time, as the loop's poll would, for 20 s.
+      for (let t = 0; t <= 20_000; t += 250) {
+        if ((yield* runOnce(spec)) > 0) ran.push(t)
+        yield* TestClock.adjust("250 millis")
+      }
+      return { ran, ...(yield* attemptsOf(id)) }
+    }).pipe(Effect.provide(TestClock.layer())))
+    expect(result.ran).toEqual([0, 1000, 4000])
+    expect(result.at.map((t) => t - 1_000_000)).toEqual([0, 1000, 4000])
+    expect(result.status).toBe("failed")
+  })
+
+  it("runs the real loop: a signal wakes it, the clock drives retries", async () => {
+    const result = await api.run(Effect.gen(function*() {
+      const seen = yield* Queue.unbounded<number>()
+      const signals = yield* WorkSignals
+      yield* TestClock.setTime(2_000_000)
+      const id = yield* insertJob("loop", 2_000_000)
+      const fiber = yield* Effect.forkChild(runWorker(failingSpec("loop", seen)))
+      yield* signals.notify("loop")
+      expect(yield* Queue.take(seen)).toBe(1)
+      // Let the loop reach its sleep (database I/O is real time), then move the clock.
+      const settle = TestClock.withLive(Effect.sleep("100 millis"))
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      expect(yield* Queue.take(seen)).toBe(2)
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      expect(yield* Queue.take(seen)).toBe(3)
+      yield* Fiber.interrupt(fiber)
+      return yield* attemptsOf(id)
+    }).pipe(Effect.provide(TestClock.layer())))
+    expect(result.at.map((t) => t - 2_000_000)).toEqual([0, 1000, 4000])
+  })
+
+  it("does not hand a leased row out again until its lease expires", async () => {
+    const taken = await api.run(Effect.gen(function*() {
+      yield* TestClock.setTime(3_000_000)
+      yield* insertJob("lease", 3_000_000)
+      const spec = failingSpec("lease")
+      // A claimer that "crashes": claims but never records an outcome.
+      const first = yield* spec.claim(new Date(3_000_000), 10)
+      const again = yield* spec.claim(new Date(3_000_000 + 29_000), 10)
+      const afterLease = yield* spec.claim(new Date(3_000_000 + 30_000), 10)
+      return [first.length, again.length, afterLease.length]
+    }).pipe(Effect.provide(TestClock.layer())))
+    expect(taken).toEqual([1, 0, 1])
+  })
+
+  it("restarts a crashed loop after a backoff", async () => {
+    const handled = await api.run(Effect.gen(function*() {
+      yield* TestClock.setTime(4_000_000)
+      yield* insertJob("crash", 4_000_000)
+      const seen = yield* Queue.unbounded<number>()
+      const base = failingSpec("crash", seen)
+      let claims = 0
+      const flaky: WorkerSpec<Job> = {
+        ...base,
+        claim: (now, limit) => (++claims === 1 ? Effect.die(new Error("claim blew up")) : base.claim(now, limit)),
+      }
+      const fiber = yield* Effect.forkChild(supervised("crash", runWorker(flaky)))
+      yield* TestClock.withLive(Effect.sleep("100 millis"))
+      yield* TestClock.adjust("1 second")
+      const attempt = yield* Queue.take(seen)
+      yield* Fiber.interrupt(fiber)
+      return { attempt, claims }
+    }).pipe(Effect.provide(TestClock.layer())))
+    expect(handled.attempt).toBe(1)
+    expect(handled.claims).toBeGreaterThanOrEqual(2)
+  })
+
+  it("never gives the same row to two concurrent claimers", async () => {
+    const claimed = await api.run(Effect.gen(function*() {
+      const now = 5_000_000
+      for (let i = 0; i < 40; i++) yield* insertJob("race", now)
+      const spec = failingSpec("race")
+      const batches = yield* Effect.all(
+        Array.from({ length: 8 }, () => spec.claim(new Date(now), 10)),
+        { concurrency: "unbounded" },
+      )
+      return batches.flatMap((b) => b.map((j) => j.id))
+    }))
+    expect(claimed).toHaveLength(40)
+    expect(new Set(claimed).size).toBe(40)
+  })
+})
