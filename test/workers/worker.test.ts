@@ -98,13 +98,18 @@ describe("worker pattern", () => {
       const fiber = yield* Effect.forkChild(runWorker(failingSpec("loop", seen)))
       yield* signals.notify("loop")
       expect(yield* Queue.take(seen)).toBe(1)
-      // Let the loop reach its sleep (database I/O is real time), then move the clock.
-      const settle = TestClock.withLive(Effect.sleep("100 millis"))
-      yield* settle
-      yield* TestClock.adjust("1 second")
+      // Move the clock one poll interval at a time, letting the loop's database I/O (real
+      // time) finish and the loop reach its next sleep before each step, as a real clock would.
+      const advance = (ms: number) =>
+        Effect.gen(function*() {
+          for (let t = 0; t < ms; t += 250) {
+            yield* TestClock.withLive(Effect.sleep("40 millis"))
+            yield* TestClock.adjust("250 millis")
+          }
+        })
+      yield* advance(1000)
       expect(yield* Queue.take(seen)).toBe(2)
-      yield* settle
-      yield* TestClock.adjust("3 seconds")
+      yield* advance(3000)
       expect(yield* Queue.take(seen)).toBe(3)
       yield* Fiber.interrupt(fiber)
       return yield* attemptsOf(id)
