@@ -1,0 +1,96 @@
+import { ConfigProvider, Duration, Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it } from "vitest"
+import { loadSettings, parseDuration } from "../../src/config.ts"
+
+const load = (env: Record<string, string>) =>
+  Effect.runPromise(Effect.result(loadSettings(ConfigProvider.fromEnv({ env }))))
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "cfg-"))
+
+describe("settings", () => {
+  it("uses the embedded defaults of DECISIONS.md", async () => {
+    const dir = tmp()
+    const r = await load({ DATA_DIR: dir })
+    expect(r._tag).toBe("Success")
+    if (r._tag !== "Success") return
+    const s = r.success
+    expect(s).toMatchObject({
+      port: 8080,
+      smtpPort: 2525,
+      sandboxSmtpHost: "localhost",
+      sandboxSmtpPort: 2526,
+      platformDomain: "inbox.localhost",
+      mxHost: "mx.inbox.localhost",
+      mailServerIp: "127.0.0.1",
+      baseUrl: "http://localhost:8080",
+      platformFrom: "noreply@inbox.localhost",
+      webhookAllowPrivate: true,
+      webhookMaxAttempts: 3,
+      requirePhoneForOutbound: false,
+      dnsServers: [],
+    })
+    expect(Duration.toMillis(s.domainRecheckInterval)).toBe(3_600_000)
+    expect(s.jwtSecret).toHaveLength(32)
+    expect(s.secretsKey).toHaveLength(32)
+  })
+
+  it("generates the keys once into DATA_DIR and reuses them", async () => {
+    const dir = tmp()
+    const a = await load({ DATA_DIR: dir })
+    const b = await load({ DATA_DIR: dir })
+    if (a._tag !== "Success" || b._tag !== "Success") throw new Error("load failed")
+    expect(Buffer.from(a.success.jwtSecret).equals(Buffer.from(b.success.jwtSecret))).toBe(true)
+    expect(Buffer.from(a.success.secretsKey).equals(Buffer.from(b.success.secretsKey))).toBe(true)
+    expect(fs.statSync(path.join(dir, "secrets.json")).mode & 0o077).toBe(0)
+  })
+
+  it("takes keys and values from the environment", async () => {
+    const key = "ab".repeat(32)
+    const r = await load({
+      DATA_DIR: tmp(),
+      JWT_SECRET: key,
+      SECRETS_KEY: key,
+      PORT: "9000",
+      PLATFORM_DOMAIN: "mail.example.co.tz",
+      DNS_SERVERS: "127.0.0.1:5353, 10.0.0.2",
+      DOMAIN_RECHECK_INTERVAL: "2s",
+      WEBHOOK_ALLOW_PRIVATE: "false",
+      DATABASE_URL: "postgres://u@h:5432/db",
+    })
+    if (r._tag !== "Success") throw new Error(r.failure.message)
+    expect(r.success.port).toBe(9000)
+    expect(r.success.mxHost).toBe("mx.mail.example.co.tz")
+    expect(r.success.baseUrl).toBe("http://localhost:9000")
+    expect(r.success.dnsServers).toEqual(["127.0.0.1:5353", "10.0.0.2"])
+    expect(Duration.toMillis(r.success.domainRecheckInterval)).toBe(2000)
+    expect(r.success.webhookAllowPrivate).toBe(false)
+    expect(r.success.jwtSecret[0]).toBe(0xab)
+  })
+
+  it.each([
+    ["PORT", "eighty", /PORT/],
+    ["PORT", "70000", /PORT/],
+    ["WEBHOOK_ALLOW_PRIVATE", "maybe", /WEBHOOK_ALLOW_PRIVATE/],
+    ["DOMAIN_RECHECK_INTERVAL", "soon", /DOMAIN_RECHECK_INTERVAL/],
+    ["JWT_SECRET", "short", /JWT_SECRET/],
+    ["DATABASE_URL", "mysql://x", /DATABASE_URL/],
+    ["WEBHOOK_MAX_ATTEMPTS", "0", /WEBHOOK_MAX_ATTEMPTS/],
+    ["LOG_LEVEL", "loud", /LOG_LEVEL/],
+  ])("refuses %s=%s with one line naming it", async (name, value, pattern) => {
+    const r = await load({ DATA_DIR: tmp(), [name]: value })
+    expect(r._tag).toBe("Failure")
+    if (r._tag !== "Failure") return
+    expect(r.failure.message).toMatch(pattern)
+    expect(r.failure.message).not.toContain("\n")
+  })
+
+  it("parses durations", () => {
+    expect(parseDuration("250ms").pipe((o) => o._tag)).toBe("Some")
+    expect(parseDuration("5m")._tag).toBe("Some")
+    expect(parseDuration("0s")._tag).toBe("None")
+    expect(parseDuration("1 hour")._tag).toBe("None")
+  })
+})
