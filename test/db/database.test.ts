@@ -1,0 +1,98 @@
+/**
+ * The Database port on both engines: ambient transactions (join, commit, rollback on failure,
+ * defect and interruption), SQLSTATE mapping, and migrations that two instances can start at once.
+ */
+import { Effect, Exit, Fiber } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Database, isUniqueViolation } from "../../effects/ports/Database.ts"
+import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { makeDatabase } from "../../src/db/connection.ts"
+import { loadMigrations, migrate } from "../../src/db/migrate.ts"
+import { openPostgres } from "../../src/db/postgres.ts"
+import { makeTestApp, type TestApp } from "../support/app.ts"
+import { testDatabaseUrl } from "../support/db.ts"
+
+let api: TestApp
+beforeAll(async () => {
+  api = await makeTestApp({ workers: false })
+  await api.run(Database.use((db) => db.exec("CREATE TABLE t_items (id bigserial PRIMARY KEY, name text UNIQUE NOT NULL)")))
+})
+afterAll(() => api.stop())
+
+const count = (name: string) =>
+  api.run(Database.use((db) => db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM t_items WHERE name = $1", [name])))
+    .then((r) => r[0]!.n)
+
+const insert = (name: string) => Database.use((db) => db.query("INSERT INTO t_items (name) VALUES ($1)", [name]))
+
+describe("Database port", () => {
+  it("commits a transaction and lets nested transactions join it", async () => {
+    await api.run(Database.use((db) => db.transaction(Effect.gen(function*() {
+      yield* insert("a1")
+      yield* db.transaction(insert("a2"))
+    }))))
+    expect(await count("a1")).toBe(1)
+    expect(await count("a2")).toBe(1)
+  })
+
+  it("rolls back on failure, defect and interruption", async () => {
+    const failing = await api.run(Effect.exit(Database.use((db) => db.transaction(Effect.gen(function*() {
+      yield* insert("b1")
+      return yield* Effect.fail("nope")
+    })))))
+    expect(Exit.isFailure(failing)).toBe(true)
+    await api.run(Effect.exit(Database.use((db) => db.transaction(Effect.andThen(insert("b2"), Effect.die("boom"))))))
+    await api.run(Effect.gen(function*() {
+      const db = yield* Database
+      const fiber = yield* Effect.forkChild(db.transaction(Effect.andThen(insert("b3"), Effect.never)))
+      yield* Effect.sleep("50 millis")
+      yield* Fiber.interrupt(fiber)
+    }))
+    for (const name of ["b1", "b2", "b3"]) expect(await count(name)).toBe(0)
+    // The connection is usable afterwards (no transaction left open).
+    await api.run(insert("b4"))
+    expect(await count("b4")).toBe(1)
+  })
+
+  it("keeps the SQLSTATE of a unique violation", async () => {
+    await api.run(insert("c1"))
+    const e = await api.run(Effect.flip(insert("c1")))
+    expect(e.code).toBe("23505")
+    expect(isUniqueViolation(e)).toBe(true)
+  })
+
+  it("normalises int8, date and jsonb the same on both engines", async () => {
+    const [row] = await api.run(Database.use((db) =>
+      db.query<Record<string, unknown>>("SELECT 9007199254740991::int8 AS big, '2024-02-29'::date AS d, $1::jsonb AS j, now() AS t", [
+        JSON.stringify({ a: [1, "x"] }),
+      ])
+    ))
+    expect(row).toMatchObject({ big: 9007199254740991, d: "2024-02-29", j: { a: [1, "x"] } })
+    expect(row!.t).toBeInstanceOf(Date)
+  })
+
+  it("applies migrations once when two instances start together", async () => {
+    if (!testDatabaseUrl) {
+      // PGlite is single-process; the same code path is exercised on PostgreSQL in CI.
+      const again = await api.run(migrate())
+      expect(again).toEqual([])
+      return
+    }
+    const schema = `m_${randomHexSync(6)}`
+    const a = openPostgres({ url: testDatabaseUrl, searchPath: schema, max: 2 })
+    const b = openPostgres({ url: testDatabaseUrl, searchPath: schema, max: 2 })
+    try {
+      await a.source.query(`CREATE SCHEMA ${schema}`)
+      const run = (source: typeof a.source) => Effect.runPromise(Effect.provideService(migrate(), Database, makeDatabase(source)))
+      const [ra, rb] = await Promise.all([run(a.source), run(b.source)])
+      const all = loadMigrations().map((m) => m.version)
+      expect([...ra, ...rb].sort()).toEqual(all)
+      const rows = await a.source.query("SELECT count(*)::int8 AS n FROM schema_migrations")
+      expect(rows[0]!.n).toBe(all.length)
+    } finally {
+      await a.source.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      await a.close()
+      await b.close()
+    }
+  })
+})
