@@ -5,22 +5,35 @@
  *
  * Tiers: a service may depend on services of earlier tiers only.
  */
-import { Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Authenticator } from "../effects/auth/service.ts"
+import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
+import { Topups } from "../effects/billing/topups.ts"
+import { AppConfig } from "../effects/config.ts"
 import { MessageEvents } from "../effects/ingest/events.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
+import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
+import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
+
+/** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
+const paymentGateway = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  return Option.isSome(config.paymentApiUrl) ? paymentGatewayHttpLayer : fakePaymentGatewayLayer
+}))
 
 /** Core services with no dependency on other capabilities. */
 const tier1 = Layer.mergeAll(
   Authenticator.layer,
   Billing.layer,
+  paymentGateway,
   WorkSignals.layer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
 const tier2 = Layer.mergeAll(
-  Layer.empty,
+  Topups.layer,
+  PaymentEvents.layer,
 )
 
 /**

@@ -6,10 +6,14 @@ import { Effect } from "effect"
 import { AppConfig } from "../../../effects/config.ts"
 import { docsPage, openApiDocument } from "../openapi.ts"
 import { ok, type Route, route } from "../route.ts"
+import { billingRoutes } from "./billing.ts"
+import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { healthRoutes } from "./system.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
+  ...billingRoutes,
+  ...fakeGatewayRoutes,
 ]
 
 const documentationRoutes: ReadonlyArray<Route> = [
