@@ -11,8 +11,14 @@ import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
 import { AppConfig } from "../effects/config.ts"
+import { InboundAddresses } from "../effects/addresses/service.ts"
+import { Compliance } from "../effects/compliance/service.ts"
 import { MessageEvents } from "../effects/ingest/events.ts"
+import { Ingest } from "../effects/ingest/service.ts"
+import { InboundMessages } from "../effects/messages/service.ts"
+import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
+import { dnsLayer } from "./providers/dns.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 
@@ -28,10 +34,14 @@ const tier1 = Layer.mergeAll(
   Billing.layer,
   paymentGateway,
   WorkSignals.layer,
+  dnsLayer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
 const tier2 = Layer.mergeAll(
+  Compliance.layer,
+  ReceivingDomains.layer,
+  InboundMessages.layer,
   Topups.layer,
   PaymentEvents.layer,
 )
@@ -44,6 +54,8 @@ const messageEvents = MessageEvents.none
 
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */
 const tier3 = Layer.mergeAll(
+  // Ingest routes through InboundAddresses, so the two are built together.
+  Ingest.layer.pipe(Layer.provideMerge(InboundAddresses.layer)),
   Layer.empty,
 )
 

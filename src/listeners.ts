@@ -4,6 +4,7 @@
  */
 import type { ManagedRuntime } from "effect"
 import type { Settings } from "../effects/config.ts"
+import { mxListener } from "./smtp/mx.ts"
 
 export interface Listener {
   readonly name: string
@@ -13,4 +14,6 @@ export interface Listener {
   ) => Promise<{ readonly port: number; readonly close: () => Promise<void> }>
 }
 
-export const listeners: ReadonlyArray<Listener> = []
+export const listeners: ReadonlyArray<Listener> = [
+  mxListener,
+]

@@ -8,10 +8,14 @@ import { docsPage, openApiDocument } from "../openapi.ts"
 import { ok, type Route, route } from "../route.ts"
 import { billingRoutes } from "./billing.ts"
 import { fakeGatewayRoutes } from "./fake-gateway.ts"
+import { complianceRoutes } from "./compliance.ts"
+import { inboundRoutes } from "./inbound.ts"
 import { healthRoutes } from "./system.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
+  ...inboundRoutes,
+  ...complianceRoutes,
   ...billingRoutes,
   ...fakeGatewayRoutes,
 ]

@@ -1,0 +1,80 @@
+/**
+ * SPF, DKIM, DMARC and ARC verdicts for a received message (mailauth), with every DNS question
+ * going through the Dns port. Authentication never blocks delivery: a failure or a slow resolver
+ * ends in a `temperror` record, and the message is stored anyway (filtering is the customer's
+ * call; the verdicts are there to make it).
+ */
+import { Effect, Exit } from "effect"
+import { authenticate } from "mailauth"
+import { Dns } from "../ports/Dns.ts"
+
+export interface AuthResults {
+  readonly spf: string
+  readonly dkim: ReadonlyArray<{ readonly domain: string; readonly selector: string; readonly result: string }>
+  readonly dmarc: string
+  readonly arc: string
+  /** The Authentication-Results header as written into the stored message. */
+  readonly header: string
+}
+
+export interface AuthInput {
+  readonly ip: string
+  readonly helo: string
+  /** MAIL FROM ('' for bounces). */
+  readonly sender: string
+  /** This MX's host name (the authserv-id). */
+  readonly mta: string
+}
+
+const AUTH_TIMEOUT = "20 seconds"
+
+/** `::ffff:1.2.3.4` → `1.2.3.4` (SPF compares plain IPv4). */
+export const plainIp = (ip: string): string => ip.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, "$1")
+
+export const authenticateMessage = (raw: Uint8Array, input: AuthInput) =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<Dns>()
+    const dns = yield* Dns
+    // mailauth wants node:dns semantics: resolve or reject with an error carrying `code`.
+    const resolver = async (name: string, rrtype: string) => {
+      const exit = await Effect.runPromiseExitWith(context)(dns.resolve(name, rrtype))
+      if (Exit.isSuccess(exit)) return exit.value as Array<Array<string>>
+      const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
+      const code = failure && failure._tag === "Fail" ? failure.error.code : "ESERVFAIL"
+      throw Object.assign(new Error(`DNS ${rrtype} ${name}: ${code}`), { code })
+    }
+    const result = yield* Effect.tryPromise(() =>
+      authenticate(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+        ip: plainIp(input.ip),
+        helo: input.helo,
+        sender: input.sender,
+        mta: input.mta,
+        resolver,
+        disableBimi: true,
+      })
+    ).pipe(Effect.timeout(AUTH_TIMEOUT), Effect.result)
+    if (result._tag === "Failure") {
+      yield* Effect.logWarning("mail authentication failed", result.failure)
+      return {
+        results: { spf: "temperror", dkim: [], dmarc: "temperror", arc: "temperror", header: "" } satisfies AuthResults,
+        headers: "",
+      }
+    }
+    const r = result.success
+    const header = /^Authentication-Results:[\s\S]*?(?=\r?\n\S|$)/im.exec(r.headers)?.[0] ?? ""
+    return {
+      results: {
+        spf: r.spf ? r.spf.status.result : "none",
+        dkim: (r.dkim?.results ?? []).map((d) => ({
+          domain: d.signingDomain ?? "",
+          selector: d.selector ?? "",
+          result: d.status?.result ?? "none",
+        })),
+        dmarc: r.dmarc ? r.dmarc.status.result : "none",
+        arc: r.arc ? r.arc.status.result : "none",
+        header: header.replace(/\r?\n[ \t]+/g, " ").replace(/^Authentication-Results:\s*/i, ""),
+      } satisfies AuthResults,
+      // Written on top of the stored message, as an MX does.
+      headers: r.headers,
+    }
+  }).pipe(Effect.withSpan("Ingest.authenticate"))

@@ -1,0 +1,79 @@
+/**
+ * MIME → the fields an InboundMessage stores, with mailparser: decoded subject and bodies in any
+ * charset, attachments and inline parts as bytes, and the header block as a plain map. Strings
+ * are made safe for PostgreSQL (no NUL, no lone surrogates): real mail carries both.
+ */
+import { Effect, Schema } from "effect"
+import { type AddressObject, simpleParser } from "mailparser"
+
+/** mailparser gave up on the message: 554 5.6.0. */
+export class MalformedMessage extends Schema.TaggedError<MalformedMessage>()("MalformedMessage", {
+  message: Schema.String,
+}) {}
+
+export interface ParsedAttachment {
+  readonly filename: string
+  readonly contentType: string
+  readonly contentId: string | null
+  readonly content: Uint8Array
+}
+
+export interface ParsedMessage {
+  readonly from: string
+  readonly subject: string
+  readonly text: string
+  readonly html: string
+  readonly messageId: string | null
+  /** Lowercase header name → unfolded raw value; repeated headers (Received) become arrays. */
+  readonly headers: Record<string, string | Array<string>>
+  readonly attachments: ReadonlyArray<ParsedAttachment>
+}
+
+/** Text PostgreSQL accepts: NUL removed, lone surrogates replaced. */
+export const pgSafe = (s: string): string => s.replace(/\u0000/g, "").toWellFormed()
+
+const addressText = (a: AddressObject | Array<AddressObject> | undefined): string =>
+  a === undefined ? "" : Array.isArray(a) ? a.map((x) => x.text).join(", ") : a.text
+
+const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string | Array<string>> => {
+  const out: Record<string, string | Array<string>> = {}
+  for (const { key, line } of lines) {
+    const name = pgSafe(key.toLowerCase())
+    const colon = line.indexOf(":")
+    const value = pgSafe((colon >= 0 ? line.slice(colon + 1) : "").replace(/\r?\n[ \t]+/g, " ").trim())
+    const seen = out[name]
+    if (seen === undefined) out[name] = value
+    else if (Array.isArray(seen)) seen.push(value)
+    else out[name] = [seen, value]
+  }
+  return out
+}
+
+export const parseMessage = (raw: Uint8Array) =>
+  Effect.tryPromise({
+    try: () =>
+      simpleParser(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+        // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
+        keepCidLinks: true,
+        skipTextToHtml: true,
+        skipImageLinks: true,
+        maxHtmlLengthToParse: 4 * 1024 * 1024,
+      }),
+    catch: (e) => new MalformedMessage({ message: e instanceof Error ? e.message : String(e) }),
+  }).pipe(
+    Effect.map((mail): ParsedMessage => ({
+      from: pgSafe(addressText(mail.from)),
+      subject: pgSafe(mail.subject ?? ""),
+      text: pgSafe(mail.text ?? ""),
+      html: pgSafe(typeof mail.html === "string" ? mail.html : ""),
+      messageId: mail.messageId ? pgSafe(mail.messageId) : null,
+      headers: headerMap(mail.headerLines),
+      attachments: mail.attachments.map((a) => ({
+        filename: pgSafe(a.filename ?? ""),
+        contentType: pgSafe(a.contentType || "application/octet-stream"),
+        contentId: a.cid ? pgSafe(a.cid) : a.contentId ? pgSafe(a.contentId.replace(/^<|>$/g, "")) : null,
+        content: a.content,
+      })),
+    })),
+    Effect.withSpan("Ingest.parse"),
+  )

@@ -1,0 +1,101 @@
+/**
+ * A real DNS server on loopback (dns2, UDP and TCP on the same random port) serving a zone the
+ * test edits while the app runs. Point the app at it with `dnsServers: [dns.address]`. Names not
+ * in the zone answer NXDOMAIN at once, so mail authentication never waits on the network.
+ */
+import dns2 from "dns2"
+import * as fs from "node:fs"
+
+const { Packet } = dns2
+
+export type RecordType = "A" | "MX" | "TXT"
+
+/** A: "1.2.3.4"; MX: "10 mx.example" ; TXT: the text (split into 255-byte strings on the wire). */
+export type Zone = Record<string, Partial<Record<RecordType, ReadonlyArray<string>>>>
+
+export interface TestDnsServer {
+  /** `127.0.0.1:PORT`, the form DNS_SERVERS takes. */
+  readonly address: string
+  readonly port: number
+  readonly set: (name: string, type: RecordType, values: ReadonlyArray<string>) => void
+  /** Removes one record type of a name, or the whole name. */
+  readonly remove: (name: string, type?: RecordType) => void
+  readonly load: (zone: Zone) => void
+  /** How many questions were answered (to prove lookups really went over DNS). */
+  readonly queries: () => number
+  readonly close: () => Promise<void>
+}
+
+const norm = (name: string) => name.toLowerCase().replace(/\.$/, "")
+
+const chunks = (text: string): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < text.length; i += 255) out.push(text.slice(i, i + 255))
+  return out.length ? out : [""]
+}
+
+/** Loads a zone fixture (JSON) from `fixtures/dns/`. */
+export const zoneFixture = (file: string): Zone =>
+  JSON.parse(fs.readFileSync(new URL(`../../fixtures/dns/${file}`, import.meta.url), "utf8")) as Zone
+
+export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer> => {
+  const zone = new Map<string, Map<RecordType, ReadonlyArray<string>>>()
+  let answered = 0
+  const set = (name: string, type: RecordType, values: ReadonlyArray<string>) => {
+    const n = norm(name)
+    if (!zone.has(n)) zone.set(n, new Map())
+    zone.get(n)!.set(type, values)
+  }
+  const load = (z: Zone) => {
+    for (const [name, types] of Object.entries(z)) {
+      for (const [type, values] of Object.entries(types)) set(name, type as RecordType, values ?? [])
+    }
+  }
+  load(initial)
+
+  const handle = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => {
+    answered++
+    const response = Packet.createResponseFromRequest(request)
+    const [question] = request.questions
+    const name = norm(question?.name ?? "")
+    const records = zone.get(name)
+    if (!question || !records) {
+      response.header.rcode = Packet.RCODE.NXDOMAIN
+      return void send(response)
+    }
+    const base = { name: question.name, class: Packet.CLASS.IN, ttl: 1 }
+    if (question.type === Packet.TYPE.A) {
+      for (const address of records.get("A") ?? []) response.answers.push({ ...base, type: Packet.TYPE.A, address } as never)
+    } else if (question.type === Packet.TYPE.MX) {
+      for (const mx of records.get("MX") ?? []) {
+        const [priority, exchange] = mx.split(/\s+/)
+        response.answers.push({ ...base, type: Packet.TYPE.MX, priority: Number(priority), exchange } as never)
+      }
+    } else if (question.type === Packet.TYPE.TXT) {
+      for (const text of records.get("TXT") ?? []) response.answers.push({ ...base, type: Packet.TYPE.TXT, data: chunks(text) } as never)
+    }
+    void send(response)
+  }
+
+  const udp = dns2.createServer({ udp: true, handle: handle as never })
+  const udpAddresses = await udp.listen({ udp: { port: 0, address: "127.0.0.1" } })
+  const port = (udpAddresses as unknown as { udp: { port: number } }).udp.port
+  // Same port over TCP, where resolvers retry answers too large for UDP.
+  const tcp = dns2.createServer({ tcp: true, handle: handle as never })
+  await tcp.listen({ tcp: { port, address: "127.0.0.1" } })
+
+  return {
+    address: `127.0.0.1:${port}`,
+    port,
+    set,
+    remove: (name, type) => {
+      if (type) zone.get(norm(name))?.delete(type)
+      else zone.delete(norm(name))
+    },
+    load,
+    queries: () => answered,
+    close: async () => {
+      await Promise.all([udp.close(), tcp.close()])
+    },
+  }
+}
