@@ -220,7 +220,7 @@ describe("authentication at the boundary", () => {
   const get = (path: string, headers: Record<string, string>) => req(path, { headers })
 
   it("accepts the three API key forms and a JWT on key routes", async () => {
-    for (const headers of [{ "x-api-key": readOnly.apiKey }, { authorization: `Bearer ${readOnly.apiKey}` }, { authorization: readOnly.apiKey }]) {
+    for (const headers of [{ "x-api-key": readOnly.apiKey }, { authorization: `Bearer ${readOnly.apiKey}` }, { authorization: readOnly.apiKey }] as Array<Record<string, string>>) {
       const r = await get("/t/key", headers)
       expect(r.status).toBe(200)
       expect(r.body.data).toEqual({ user: readOnly.userId, via: "key" })
@@ -262,7 +262,7 @@ describe("authentication at the boundary", () => {
     const victim = await createAccount(api)
     expect((await get("/t/key", { "x-api-key": victim.apiKey })).status).toBe(200)
     await api.run(Database.use((db) => db.query("UPDATE users SET disabled_at = now() WHERE id = $1", [victim.userId])))
-    for (const headers of [{ "x-api-key": victim.apiKey }, { authorization: `Bearer ${victim.token}` }]) {
+    for (const headers of [{ "x-api-key": victim.apiKey }, { authorization: `Bearer ${victim.token}` }] as Array<Record<string, string>>) {
       const r = await get("/t/key", headers)
       expect(r.status).toBe(403)
       expect(r.body.errors[0].code).toBe("ACCOUNT_DISABLED")
