@@ -6,6 +6,9 @@
  * Tiers: a service may depend on services of earlier tiers only.
  */
 import { Effect, Layer, Option } from "effect"
+import { Accounts } from "../effects/accounts/service.ts"
+import { ApiKeys } from "../effects/apikeys/service.ts"
+import { GoogleIdentity } from "../effects/auth/google.ts"
 import { Authenticator } from "../effects/auth/service.ts"
 import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
@@ -18,6 +21,7 @@ import { Ingest } from "../effects/ingest/service.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
+import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
@@ -31,6 +35,9 @@ const paymentGateway = Layer.unwrap(Effect.gen(function*() {
 /** Core services with no dependency on other capabilities. */
 const tier1 = Layer.mergeAll(
   Authenticator.layer,
+  ApiKeys.layer,
+  GoogleIdentity.layer,
+  RateLimiter.layer,
   Billing.layer,
   paymentGateway,
   WorkSignals.layer,
@@ -39,6 +46,7 @@ const tier1 = Layer.mergeAll(
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
 const tier2 = Layer.mergeAll(
+  Accounts.layer,
   Compliance.layer,
   ReceivingDomains.layer,
   InboundMessages.layer,

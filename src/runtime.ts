@@ -14,6 +14,7 @@ import { allRoutes } from "./http/routes/index.ts"
 import { servicesLayer, workersLayer } from "./layers.ts"
 import { loggerLayer } from "./logger.ts"
 import { listeners } from "./listeners.ts"
+import { platformProvidersLayer } from "./providers/platform.ts"
 
 export interface Overrides {
   /** Replaces the database chosen from settings (tests: a fresh PGlite or a schema on PostgreSQL). */
@@ -28,9 +29,12 @@ export interface Overrides {
 export const makeRuntime = (settings: Settings, overrides: Overrides = {}) => {
   const config = Layer.succeed(AppConfig, AppConfig.of(settings))
   const base = Layer.mergeAll(config, HttpClient.layer, overrides.logger ?? loggerLayer(settings.logLevel))
+  const external = overrides.infrastructure ? [overrides.infrastructure] : []
   const infra = Layer.mergeAll(
     (overrides.database ?? databaseLayer).pipe(Layer.provide(base)),
-    ...(overrides.infrastructure ? [overrides.infrastructure] : []),
+    // Platform mail and SMS chosen from settings; later entries win, so a test's adapters replace them.
+    platformProvidersLayer.pipe(Layer.provide(Layer.mergeAll(base, ...external))),
+    ...external,
   ).pipe(Layer.provideMerge(base))
   const app = Layer.mergeAll(servicesLayer, overrides.workers === false ? Layer.empty : workersLayer).pipe(
     Layer.provideMerge(servicesLayer),

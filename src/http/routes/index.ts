@@ -6,6 +6,8 @@ import { Effect } from "effect"
 import { AppConfig } from "../../../effects/config.ts"
 import { docsPage, openApiDocument } from "../openapi.ts"
 import { ok, type Route, route } from "../route.ts"
+import { apiKeyRoutes } from "./apikeys.ts"
+import { authRoutes } from "./auth.ts"
 import { billingRoutes } from "./billing.ts"
 import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { complianceRoutes } from "./compliance.ts"
@@ -14,6 +16,8 @@ import { healthRoutes } from "./system.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
+  ...authRoutes,
+  ...apiKeyRoutes,
   ...inboundRoutes,
   ...complianceRoutes,
   ...billingRoutes,

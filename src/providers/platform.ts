@@ -1,0 +1,21 @@
+/**
+ * The platform's mail and SMS adapters, chosen from the settings: live adapters when their
+ * provider is configured, the log otherwise. Part of the runtime's infrastructure, so a test's
+ * own adapters (`makeTestApp({ infrastructure })`) replace them.
+ */
+import { Effect, Layer, Option } from "effect"
+import { AppConfig } from "../../effects/config.ts"
+import { logPlatformMailer, relayPlatformMailer } from "./platform-mailer.ts"
+import { httpSmsGateway, logSmsGateway } from "./sms.ts"
+
+export const platformProvidersLayer = Layer.unwrap(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const mailer = Option.match(config.smtpRelayUrl, {
+      onNone: () => logPlatformMailer,
+      onSome: (url) => relayPlatformMailer(url, config.platformFrom),
+    })
+    const sms = Option.match(config.smsApiUrl, { onNone: () => logSmsGateway, onSome: httpSmsGateway })
+    return Layer.mergeAll(mailer, sms)
+  }),
+)
