@@ -12,7 +12,12 @@ if (settings._tag === "Failure") {
   process.exit(1)
 }
 
-const running = await start(settings.success)
+const running = await start(settings.success).catch((e: unknown) => {
+  // Start-up failures (database unreachable or locked, port taken) as one line, not a stack.
+  const failure = (e as { message?: string })?.message ?? String(e)
+  console.error(`cannot start: ${failure.split("\n")[0]}`)
+  process.exit(1)
+})
 
 let signalled = false
 const shutdown = (signal: string) => {

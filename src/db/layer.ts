@@ -4,7 +4,7 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../../effects/config.ts"
-import { Database } from "../../effects/ports/Database.ts"
+import { Database, DbError } from "../../effects/ports/Database.ts"
 import { type ConnectionSource, makeDatabase } from "./connection.ts"
 import { migrate } from "./migrate.ts"
 import { openPglite, type PgliteOptions } from "./pglite.ts"
@@ -16,7 +16,7 @@ const fromSource = (open: () => Promise<{ source: ConnectionSource; close: () =>
     Database,
     Effect.gen(function*() {
       const { source } = yield* Effect.acquireRelease(
-        Effect.promise(open),
+        Effect.tryPromise({ try: open, catch: (e) => new DbError({ message: e instanceof Error ? e.message : String(e) }) }),
         (opened) => Effect.promise(() => opened.close().catch(() => undefined)),
       )
       const db = Database.of(makeDatabase(source))

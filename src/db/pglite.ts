@@ -31,8 +31,35 @@ export interface PgliteOptions {
   readonly loadDataDir?: Blob | File
 }
 
+/**
+ * PGlite files must have one writer: a second process (say the operator CLI while the service
+ * runs) would see a stale copy and could corrupt them. A pid lock file refuses that early.
+ */
+const takeLock = (dataDir: string): (() => void) => {
+  const file = path.join(dataDir, "pglite.lock")
+  for (let tries = 0; tries < 2; tries++) {
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: "wx" })
+      return () => fs.rmSync(file, { force: true })
+    } catch {
+      const holder = Number(fs.readFileSync(file, "utf8"))
+      let alive = false
+      try {
+        alive = Number.isInteger(holder) && holder > 0 && holder !== process.pid && (process.kill(holder, 0), true)
+      } catch { /* no such process: a stale lock */ }
+      if (alive) {
+        throw new Error(
+          `the embedded database in ${dataDir} is in use by process ${holder}; stop that process first, or use DATABASE_URL`,
+        )
+      }
+      fs.rmSync(file, { force: true })
+    }
+  }
+  throw new Error(`cannot lock the embedded database in ${dataDir}`)
+}
+
 export const openPglite = async (options: PgliteOptions): Promise<{ source: ConnectionSource; pg: PGlite; close: () => Promise<void> }> => {
-  if (options.dataDir) fs.mkdirSync(path.resolve(options.dataDir), { recursive: true })
+  const unlock = options.dataDir ? (fs.mkdirSync(path.resolve(options.dataDir), { recursive: true }), takeLock(path.resolve(options.dataDir))) : () => undefined
   const pg = await PGlite.create({
     ...(options.dataDir ? { dataDir: path.resolve(options.dataDir, "pg") } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
@@ -60,5 +87,12 @@ export const openPglite = async (options: PgliteOptions): Promise<{ source: Conn
       return { connection: raw, release: async () => release() }
     },
   }
-  return { source, pg, close: () => pg.close() }
+  return {
+    source,
+    pg,
+    close: async () => {
+      await pg.close()
+      unlock()
+    },
+  }
 }

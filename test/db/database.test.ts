@@ -96,3 +96,23 @@ describe("Database port", () => {
     }
   })
 })
+
+describe("embedded database lock", () => {
+  it("refuses a second process-level opener of the same DATA_DIR and frees it on close", async () => {
+    const { openPglite } = await import("../../src/db/pglite.ts")
+    const fs = await import("node:fs")
+    const os = await import("node:os")
+    const path = await import("node:path")
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lock-"))
+    // A live foreign pid holds the lock (the parent of this test process).
+    fs.writeFileSync(path.join(dir, "pglite.lock"), String(process.ppid))
+    await expect(openPglite({ dataDir: dir })).rejects.toThrow(/in use by process/)
+    // A stale lock (no such process) is taken over.
+    fs.writeFileSync(path.join(dir, "pglite.lock"), "999999999")
+    const opened = await openPglite({ dataDir: dir })
+    expect(fs.readFileSync(path.join(dir, "pglite.lock"), "utf8")).toBe(String(process.pid))
+    await opened.close()
+    expect(fs.existsSync(path.join(dir, "pglite.lock"))).toBe(false)
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+})
