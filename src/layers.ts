@@ -22,9 +22,14 @@ import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
+import { WebhookDeliveries } from "../effects/webhooks/delivery.ts"
+import { webhookSubscriber } from "../effects/webhooks/events.ts"
+import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
+import { webhookHttpLayer } from "./providers/webhook-http.ts"
+import { webhookWorkerLayer } from "./workers/webhooks.ts"
 
 /** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
 const paymentGateway = Layer.unwrap(Effect.gen(function*() {
@@ -41,6 +46,7 @@ const tier1 = Layer.mergeAll(
   Billing.layer,
   paymentGateway,
   WorkSignals.layer,
+  webhookHttpLayer,
   dnsLayer,
 )
 
@@ -52,13 +58,21 @@ const tier2 = Layer.mergeAll(
   InboundMessages.layer,
   Topups.layer,
   PaymentEvents.layer,
+  Webhooks.layer.pipe(Layer.provideMerge(WebhookDeliveries.layer)),
 )
 
 /**
  * The subscribers of stored inbound messages (webhooks, SMS, agent), combined into the one
  * MessageEvents service ingest calls. Built on tiers 1–2.
  */
-const messageEvents = MessageEvents.none
+const messageEvents = Layer.effect(
+  MessageEvents,
+  Effect.gen(function*() {
+    // Add the agent's subscriber here when it lands.
+    const subscribers = [yield* webhookSubscriber]
+    return MessageEvents.of(MessageEvents.combine(subscribers))
+  }),
+)
 
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */
 const tier3 = Layer.mergeAll(
@@ -76,4 +90,5 @@ export const servicesLayer = tier3.pipe(
 /** Long-lived workers (each a Layer from src/workers/worker.ts). */
 export const workersLayer = Layer.mergeAll(
   Layer.empty,
+  webhookWorkerLayer,
 )

@@ -11,7 +11,7 @@ import type { Settings } from "../../effects/config.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { quietLoggerLayer } from "../../src/logger.ts"
 import { type Running, start } from "../../src/runtime.ts"
-import { testDatabase } from "./db.ts"
+import { type TestDatabase, testDatabase } from "./db.ts"
 
 export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   baseUrl: "http://localhost:8080",
@@ -79,11 +79,13 @@ export interface TestAppOptions {
   /** Workers are on by default; tests that drive a worker step by step turn them off. */
   readonly workers?: boolean
   readonly infrastructure?: Layer.Layer<any, never, never>
+  /** A database the test owns and keeps after `stop` (to start a second app on the same data). */
+  readonly database?: TestDatabase
 }
 
 export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
   const settings = testSettings(options.settings)
-  const db = testDatabase()
+  const db = options.database ?? testDatabase()
   const running = await start(
     settings,
     {
@@ -120,7 +122,7 @@ export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp
     run: (effect) => running.runtime.runPromise(effect as Effect.Effect<any, any, never>),
     stop: async () => {
       await running.stop()
-      await db.drop()
+      if (!options.database) await db.drop()
       fs.rmSync(settings.dataDir, { recursive: true, force: true })
     },
   }

@@ -13,9 +13,11 @@ import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { complianceRoutes } from "./compliance.ts"
 import { inboundRoutes } from "./inbound.ts"
 import { healthRoutes } from "./system.ts"
+import { webhookRoutes } from "./webhooks.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
+  ...webhookRoutes,
   ...authRoutes,
   ...apiKeyRoutes,
   ...inboundRoutes,

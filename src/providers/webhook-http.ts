@@ -1,0 +1,145 @@
+/**
+ * The live WebhookTransport: node:http/https rather than fetch, because the SSRF guard needs the
+ * connection pinned to the address it vetted. The host is resolved once (every address), any
+ * non-public address refuses the request unless WEBHOOK_ALLOW_PRIVATE, and the socket then
+ * connects to that vetted address, so a DNS answer that changes between check and connect
+ * (rebinding) cannot reach an internal host. Redirects are never followed, one deadline covers
+ * the whole attempt, and at most 1 KiB of a non-2xx body is read (a huge or endless answer costs
+ * nothing).
+ */
+import { Duration, Effect, Layer } from "effect"
+import * as dns from "node:dns"
+import * as http from "node:http"
+import * as https from "node:https"
+import type { LookupFunction } from "node:net"
+import { AppConfig } from "../../effects/config.ts"
+import { classifyIp } from "../../effects/shared/ssrf.ts"
+import {
+  type WebhookRequest,
+  WebhookRequestFailed,
+  type WebhookResponse,
+  WebhookTargetRefused,
+  WebhookTransport,
+} from "../../effects/webhooks/transport.ts"
+
+const MAX_BODY_BYTES = 1024
+
+type Vetted = { readonly address: string; readonly family: number }
+
+const lookupAll = (host: string) =>
+  Effect.callback<Array<dns.LookupAddress>, WebhookRequestFailed>((resume) => {
+    dns.lookup(host, { all: true, verbatim: true }, (err, addresses) => {
+      if (err) resume(Effect.fail(new WebhookRequestFailed({ message: `cannot resolve ${host} (${err.code ?? err.message})` })))
+      else resume(Effect.succeed(addresses))
+    })
+  })
+
+/** Resolves the URL's host and checks every address; the first one is where we connect. */
+const vet = (url: URL, allowPrivate: boolean) =>
+  Effect.gen(function*() {
+    const host = url.hostname.replace(/^\[|\]$/g, "")
+    const literal = classifyIp(host)
+    const addresses = literal !== undefined
+      ? [{ address: host, family: host.includes(":") ? 6 : 4 }]
+      : yield* lookupAll(host)
+    if (addresses.length === 0) return yield* new WebhookRequestFailed({ message: `cannot resolve ${host}` })
+    if (!allowPrivate) {
+      for (const a of addresses) {
+        const cls = classifyIp(a.address)
+        if (cls !== "public") {
+          return yield* new WebhookTargetRefused({
+            message: `refused: ${host} resolves to ${a.address}, a ${cls ?? "invalid"} address; webhook targets must be publicly routable`,
+          })
+        }
+      }
+    }
+    return addresses[0]! as Vetted
+  })
+
+/** Always answers with the vetted address (both callback shapes of `lookup`). */
+const pinned = (v: Vetted): LookupFunction => (_host, options, callback) => {
+  if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: Array<Vetted>) => void)(null, [v])
+  else callback(null, v.address, v.family)
+}
+
+const describe = (err: NodeJS.ErrnoException): string => {
+  switch (err.code) {
+    case "ECONNREFUSED":
+      return "connection refused"
+    case "ECONNRESET":
+      return "connection reset by the receiver"
+    case "EPIPE":
+      return "connection closed by the receiver"
+    case "EHOSTUNREACH":
+    case "ENETUNREACH":
+      return "host unreachable"
+    default:
+      return (err.code ? `${err.code}: ` : "") + String(err.message).slice(0, 160)
+  }
+}
+
+const request = (req: WebhookRequest, url: URL, target: Vetted) =>
+  Effect.callback<WebhookResponse, WebhookRequestFailed>((resume, signal) => {
+    const timeoutMs = Duration.toMillis(req.timeout)
+    let settled = false
+    let status: number | undefined
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const settle = (effect: Effect.Effect<WebhookResponse, WebhookRequestFailed>) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      signal.removeEventListener("abort", onAbort)
+      outgoing.destroy()
+      resume(effect)
+    }
+    const answered = () => settle(Effect.succeed({ status: status!, body: Buffer.concat(chunks).subarray(0, MAX_BODY_BYTES).toString("utf8") }))
+    const failed = (message: string) => settle(Effect.fail(new WebhookRequestFailed({ message })))
+
+    const outgoing = (url.protocol === "https:" ? https : http).request(url, {
+      method: "POST",
+      headers: { ...req.headers, "content-length": String(Buffer.byteLength(req.body)) },
+      agent: false,
+      lookup: pinned(target),
+    })
+    const timer = setTimeout(() => {
+      // A status already received is the answer; only its body was slow.
+      if (status !== undefined) answered()
+      else failed(`no answer within ${timeoutMs / 1000} s (timeout)`)
+    }, timeoutMs)
+    const onAbort = () => settle(Effect.fail(new WebhookRequestFailed({ message: "interrupted" })))
+    signal.addEventListener("abort", onAbort)
+
+    outgoing.on("response", (res) => {
+      status = res.statusCode ?? 0
+      if (status >= 200 && status < 300) return answered()
+      res.on("data", (chunk: Buffer) => {
+        chunks.push(chunk)
+        size += chunk.length
+        if (size >= MAX_BODY_BYTES) answered()
+      })
+      res.on("end", answered)
+      res.on("error", answered)
+      res.on("aborted", answered)
+    })
+    outgoing.on("error", (err: NodeJS.ErrnoException) => {
+      if (status !== undefined) answered()
+      else failed(describe(err))
+    })
+    outgoing.end(req.body)
+  })
+
+export const webhookHttpLayer = Layer.effect(
+  WebhookTransport,
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    return WebhookTransport.of({
+      post: (req) =>
+        Effect.gen(function*() {
+          const url = new URL(req.url)
+          const target = yield* vet(url, config.webhookAllowPrivate)
+          return yield* request(req, url, target)
+        }).pipe(Effect.withSpan("WebhookTransport.post")),
+    })
+  }),
+)
