@@ -22,6 +22,9 @@ import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
+import { SmsDeliveries } from "../effects/sms/delivery.ts"
+import { smsSubscriber } from "../effects/sms/events.ts"
+import { SmsNotifications } from "../effects/sms/service.ts"
 import { WebhookDeliveries } from "../effects/webhooks/delivery.ts"
 import { webhookSubscriber } from "../effects/webhooks/events.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
@@ -29,6 +32,7 @@ import { dnsLayer } from "./providers/dns.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
+import { smsWorkerLayer } from "./workers/sms.ts"
 import { webhookWorkerLayer } from "./workers/webhooks.ts"
 
 /** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
@@ -59,6 +63,8 @@ const tier2 = Layer.mergeAll(
   Topups.layer,
   PaymentEvents.layer,
   Webhooks.layer.pipe(Layer.provideMerge(WebhookDeliveries.layer)),
+  SmsNotifications.layer,
+  SmsDeliveries.layer,
 )
 
 /**
@@ -69,7 +75,7 @@ const messageEvents = Layer.effect(
   MessageEvents,
   Effect.gen(function*() {
     // Add the agent's subscriber here when it lands.
-    const subscribers = [yield* webhookSubscriber]
+    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber]
     return MessageEvents.of(MessageEvents.combine(subscribers))
   }),
 )
@@ -91,4 +97,5 @@ export const servicesLayer = tier3.pipe(
 export const workersLayer = Layer.mergeAll(
   Layer.empty,
   webhookWorkerLayer,
+  smsWorkerLayer,
 )

@@ -12,12 +12,14 @@ import { billingRoutes } from "./billing.ts"
 import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { complianceRoutes } from "./compliance.ts"
 import { inboundRoutes } from "./inbound.ts"
+import { smsRoutes } from "./sms.ts"
 import { healthRoutes } from "./system.ts"
 import { webhookRoutes } from "./webhooks.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
   ...webhookRoutes,
+  ...smsRoutes,
   ...authRoutes,
   ...apiKeyRoutes,
   ...inboundRoutes,

@@ -1,0 +1,118 @@
+/**
+ * SMS deliveries: one row per (rule, message), written in the transaction that stored the
+ * message (the unique constraint makes a second queuing of the same message a no-op), then sent
+ * by the SMS worker (src/workers/sms.ts) with the rule's own provider key, retried like webhooks
+ * (same attempt cap and 1 s, 3 s … backoff), with the same take-then-record rule under the lease
+ * so an attempt is never made twice.
+ */
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { AppConfig } from "../config.ts"
+import type { NotConfigured, ProviderError } from "../errors.ts"
+import type { StoredMessage } from "../ingest/events.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+import { SmsGateway } from "../ports/SmsGateway.ts"
+import { WorkSignals } from "../ports/WorkSignals.ts"
+import { openText } from "../shared/secretbox.ts"
+import { backoff } from "../webhooks/delivery.ts"
+import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
+import { smsSummary } from "./summary.ts"
+
+/** WorkSignals queue (and worker) name. */
+export const SMS_QUEUE = "sms"
+/** Secretbox context of `sms_rules.provider_key_sealed`. */
+export const KEY_CONTEXT = "sms.provider_key"
+
+/** Whether another attempt can help: not for refusals of the request itself (bad key, bad number). */
+const retryable = (e: ProviderError | NotConfigured): boolean => {
+  if (e._tag === "NotConfigured") return false
+  const status = /^HTTP (\d{3})$/.exec(e.detail ?? "")?.[1]
+  return status === undefined || !status.startsWith("4") || status === "408" || status === "429"
+}
+
+/** `last_error`: the provider's status at most, never its body (it may echo the key). */
+const describe = (e: ProviderError | NotConfigured): string =>
+  e._tag === "ProviderError" && /^HTTP \d{3}$/.test(e.detail ?? "") ? `${e.message} (${e.detail})` : e.message
+
+export interface SmsDeliveriesShape {
+  /** Queues one SMS per active rule of the message's address; joins the storing transaction. */
+  readonly enqueue: (message: StoredMessage) => Effect.Effect<ReadonlyArray<SmsDeliveryRow>, DbError>
+  /** Makes the next attempt of a claimed delivery; returns when the following one is due, if any. */
+  readonly attempt: (job: SmsDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
+  readonly wake: Effect.Effect<void>
+}
+
+export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesShape>()("app/SmsDeliveries") {
+  static readonly layer = Layer.effect(
+    SmsDeliveries,
+    Effect.gen(function*() {
+      const db = yield* Database
+      const config = yield* AppConfig
+      const gateway = yield* SmsGateway
+      const signals = yield* WorkSignals
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
+
+      const enqueue = Effect.fn("SmsDeliveries.enqueue")(function*(message: StoredMessage) {
+        const at = yield* now
+        return yield* db.query<SmsDeliveryRow>(
+          `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
+           SELECT id, $1, $3, 'pending', 0, $4, $4 FROM sms_rules WHERE address_id = $2 AND is_active ORDER BY id
+           ON CONFLICT (rule_id, message_id) DO NOTHING
+           RETURNING *`,
+          [message.id, message.addressId, smsSummary(message), at],
+        )
+      })
+
+      const record = (job: SmsDeliveryRow, n: number, fields: {
+        status: "pending" | "sent" | "failed"
+        error: string | null
+        nextAt: Date | null
+        sentAt: Date | null
+        providerMessageId: string | null
+      }) =>
+        db.query(
+          `UPDATE sms_deliveries
+              SET status = $4, last_error = $5, next_attempt_at = $6, sent_at = $7, provider_message_id = $8, locked_until = NULL
+            WHERE id = $1 AND attempt = $2 AND locked_until = $3`,
+          [job.id, n, job.locked_until, fields.status, fields.error, fields.nextAt, fields.sentAt, fields.providerMessageId],
+        )
+
+      const fail = (job: SmsDeliveryRow, n: number, error: string) =>
+        record(job, n, { status: "failed", error, nextAt: null, sentAt: null, providerMessageId: null }).pipe(
+          Effect.as(Option.none<Date>()),
+        )
+
+      const attempt = Effect.fn("SmsDeliveries.attempt")(function*(job: SmsDeliveryRow) {
+        const max = config.webhookMaxAttempts
+        if (job.attempt >= max) return yield* fail(job, job.attempt, "attempt interrupted (instance stopped); no attempts left")
+        const [taken] = yield* db.query<{ attempt: number } & SmsRuleRow>(
+          `WITH taken AS (
+             UPDATE sms_deliveries SET attempt = attempt + 1
+              WHERE id = $1 AND attempt = $2 AND locked_until = $3 AND status = 'pending'
+              RETURNING attempt, rule_id)
+           SELECT taken.attempt, r.* FROM taken JOIN sms_rules r ON r.id = taken.rule_id`,
+          [job.id, job.attempt, job.locked_until],
+        )
+        if (!taken) return Option.none<Date>()
+        const n = taken.attempt
+        if (!taken.is_active) return yield* fail(job, n, "rule revoked")
+        if (Option.isNone(config.smsApiUrl)) return yield* fail(job, n, "SMS sending is not configured on this server")
+        const key = yield* Effect.result(openText(config.secretsKey, taken.provider_key_sealed, KEY_CONTEXT))
+        if (key._tag === "Failure") return yield* fail(job, n, "provider key cannot be decrypted (SECRETS_KEY changed?)")
+
+        const sent = yield* Effect.result(gateway.send({ to: taken.phone_number, message: job.body }, { apiKey: key.success }))
+        const at = yield* now
+        if (sent._tag === "Success") {
+          yield* record(job, n, { status: "sent", error: null, nextAt: null, sentAt: at, providerMessageId: sent.success.messageId })
+          return Option.none<Date>()
+        }
+        const error = describe(sent.failure)
+        if (!retryable(sent.failure) || n >= max) return yield* fail(job, n, error)
+        const nextAt = new Date(at.getTime() + Duration.toMillis(backoff(n)))
+        yield* record(job, n, { status: "pending", error, nextAt, sentAt: null, providerMessageId: null })
+        return Option.some(nextAt)
+      })
+
+      return SmsDeliveries.of({ enqueue, attempt, wake: signals.notify(SMS_QUEUE) })
+    }),
+  )
+}
