@@ -65,7 +65,8 @@ export const authenticateMessage = (raw: Uint8Array, input: AuthInput) =>
     return {
       results: {
         spf: r.spf ? r.spf.status.result : "none",
-        dkim: (r.dkim?.results ?? []).map((d) => ({
+        // mailauth reports an unsigned message as one "none" entry without a domain: no signatures.
+        dkim: (r.dkim?.results ?? []).filter((d) => d.signingDomain).map((d) => ({
           domain: d.signingDomain ?? "",
           selector: d.selector ?? "",
           result: d.status?.result ?? "none",

@@ -4,7 +4,8 @@
  * are made safe for PostgreSQL (no NUL, no lone surrogates): real mail carries both.
  */
 import { Effect, Schema } from "effect"
-import { type AddressObject, simpleParser } from "mailparser"
+import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
+import { CharsetDecoder } from "./charsets.ts"
 
 /** mailparser gave up on the message: 554 5.6.0. */
 export class MalformedMessage extends Schema.TaggedError<MalformedMessage>()("MalformedMessage", {
@@ -32,8 +33,17 @@ export interface ParsedMessage {
 /** Text PostgreSQL accepts: NUL removed, lone surrogates replaced. */
 export const pgSafe = (s: string): string => s.replace(/\u0000/g, "").toWellFormed()
 
+/** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
+const mailbox = (m: EmailAddress): string => {
+  if (m.group) return `${m.name}: ${m.group.map(mailbox).join(", ")};`
+  const name = m.name.trim()
+  if (!name) return m.address ?? ""
+  const shown = /[()<>[\]:;@\\,."]/.test(name) ? `"${name.replace(/(["\\])/g, "\\$1")}"` : name
+  return m.address ? `${shown} <${m.address}>` : shown
+}
+
 const addressText = (a: AddressObject | Array<AddressObject> | undefined): string =>
-  a === undefined ? "" : Array.isArray(a) ? a.map((x) => x.text).join(", ") : a.text
+  a === undefined ? "" : (Array.isArray(a) ? a : [a]).flatMap((x) => x.value).map(mailbox).join(", ")
 
 const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string | Array<string>> => {
   const out: Record<string, string | Array<string>> = {}
@@ -58,6 +68,7 @@ export const parseMessage = (raw: Uint8Array) =>
         skipTextToHtml: true,
         skipImageLinks: true,
         maxHtmlLengthToParse: 4 * 1024 * 1024,
+        Iconv: CharsetDecoder as unknown as SimpleParserOptions["Iconv"],
       }),
     catch: (e) => new MalformedMessage({ message: e instanceof Error ? e.message : String(e) }),
   }).pipe(
