@@ -21,6 +21,8 @@ export interface TestDnsServer {
   /** Removes one record type of a name, or the whole name. */
   readonly remove: (name: string, type?: RecordType) => void
   readonly load: (zone: Zone) => void
+  /** Makes every question about `name` answer SERVFAIL (an outage, not a missing record); `false` undoes it. */
+  readonly fail: (name: string, failing?: boolean) => void
   /** How many questions were answered (to prove lookups really went over DNS). */
   readonly queries: () => number
   readonly close: () => Promise<void>
@@ -40,6 +42,7 @@ export const zoneFixture = (file: string): Zone =>
 
 export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer> => {
   const zone = new Map<string, Map<RecordType, ReadonlyArray<string>>>()
+  const failing = new Set<string>()
   let answered = 0
   const set = (name: string, type: RecordType, values: ReadonlyArray<string>) => {
     const n = norm(name)
@@ -59,6 +62,10 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
     const [question] = request.questions
     const name = norm(question?.name ?? "")
     const records = zone.get(name)
+    if (failing.has(name)) {
+      response.header.rcode = Packet.RCODE.SERVFAIL
+      return void send(response)
+    }
     if (!question || !records) {
       response.header.rcode = Packet.RCODE.NXDOMAIN
       return void send(response)
@@ -93,6 +100,10 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
       else zone.delete(norm(name))
     },
     load,
+    fail: (name, on = true) => {
+      if (on) failing.add(norm(name))
+      else failing.delete(norm(name))
+    },
     queries: () => answered,
     close: async () => {
       await Promise.all([udp.close(), tcp.close()])
