@@ -29,13 +29,16 @@ export const relayPlatformMailer = (url: string, from: string) =>
     }),
   )
 
-/** The embedded default: the mail (link included) goes to the log at info level. */
+/**
+ * The embedded default: the mail goes to the log at info level, its links also as `mail_links`
+ * so a developer can copy the verification link from one JSON field.
+ */
 export const logPlatformMailer = Layer.succeed(
   PlatformMailer,
   PlatformMailer.of({
     send: (mail) =>
       Effect.logInfo(`platform mail (SMTP_RELAY_URL unset, not sent)\n${mail.text}`).pipe(
-        Effect.annotateLogs({ mail_to: mail.to, mail_subject: mail.subject }),
+        Effect.annotateLogs({ mail_to: mail.to, mail_subject: mail.subject, mail_links: mail.text.match(/https?:\/\/\S+/g) ?? [] }),
       ),
   }),
 )

@@ -254,6 +254,7 @@ describe("log adapters (embedded default)", () => {
     )
     const all = logs.lines.join("\n")
     expect(all).toContain("verify-email?token=abc")
+    expect(all).toContain(`"mail_links":["http://localhost:8080/verify-email?token=abc"]`)
     expect(all).toContain("dev@example.co.tz")
     expect(all).toContain("654321")
     expect(all).not.toContain("never-logged")

@@ -2,7 +2,8 @@
  * A clock for the whole test app that runs in real time plus an offset the test moves:
  * `clock.advance("11 minutes")` makes every service (token expiry, OTP lifetime, rate-limit
  * windows) see the future at once, without sleeping. Sleeps still use real timers, so
- * timeouts and workers behave normally. Pass `clock.layer` in `makeTestApp({ infrastructure })`.
+ * timeouts and workers behave normally. `freeze()` stops it (only `advance` moves it then) for
+ * tests that count milliseconds. Pass `clock.layer` in `makeTestApp({ infrastructure })`.
  */
 import { Clock, Duration, Effect, Layer } from "effect"
 
@@ -10,11 +11,15 @@ export interface ShiftedClock {
   readonly layer: Layer.Layer<never>
   readonly advance: (by: Duration.Input) => void
   readonly now: () => number
+  /** Stops the clock at its current time until `thaw()`. */
+  readonly freeze: () => void
+  readonly thaw: () => void
 }
 
 export const shiftedClock = (): ShiftedClock => {
   let offset = 0
-  const now = () => Date.now() + offset
+  let frozenAt: number | undefined
+  const now = () => frozenAt ?? Date.now() + offset
   const clock: Clock.Clock = {
     currentTimeMillisUnsafe: now,
     currentTimeMillis: Effect.sync(now),
@@ -31,8 +36,17 @@ export const shiftedClock = (): ShiftedClock => {
   return {
     layer: Layer.succeed(Clock.Clock, clock),
     advance: (by) => {
-      offset += Duration.toMillis(Duration.fromInputUnsafe(by))
+      const ms = Duration.toMillis(Duration.fromInputUnsafe(by))
+      offset += ms
+      if (frozenAt !== undefined) frozenAt += ms
     },
     now,
+    freeze: () => {
+      frozenAt = now()
+    },
+    thaw: () => {
+      if (frozenAt !== undefined) offset = frozenAt - Date.now()
+      frozenAt = undefined
+    },
   }
 }
