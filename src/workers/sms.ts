@@ -7,7 +7,7 @@
 import { Effect, Layer, Option } from "effect"
 import { SMS_QUEUE, SmsDeliveries } from "../../effects/sms/delivery.ts"
 import type { SmsDeliveryRow } from "../../effects/sms/schema.ts"
-import { makeWakeups } from "./webhooks.ts"
+import { makeWakeups, wakeForEarliest } from "./webhooks.ts"
 import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
 
 export const smsWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void) =>
@@ -26,5 +26,6 @@ export const smsWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = () =>
 export const smsWorkerLayer = Layer.effectDiscard(Effect.gen(function*() {
   const wakeAt = yield* makeWakeups(SMS_QUEUE)
   const spec = yield* smsWorkerSpec(wakeAt)
+  yield* wakeForEarliest(wakeAt, "sms_deliveries", ["pending"])
   yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
 }))

@@ -9,6 +9,7 @@
  * at shutdown; another instance still finds the row by polling).
  */
 import { Clock, Duration, Effect, Layer, Option } from "effect"
+import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 import { WEBHOOK_QUEUE, WebhookDeliveries } from "../../effects/webhooks/delivery.ts"
 import type { WebhookDeliveryRow } from "../../effects/webhooks/schema.ts"
@@ -26,6 +27,19 @@ export const makeWakeups = (queue: string) =>
         yield* Effect.forkIn(Effect.andThen(Effect.sleep(Duration.millis(delay)), signals.notify(queue)), scope)
       })
   })
+
+/**
+ * At start-up, a wake-up for the earliest retry already in the table: rows scheduled by an
+ * instance that stopped are then attempted on time, not a poll interval late.
+ */
+export const wakeForEarliest = (wakeAt: (at: Date) => Effect.Effect<void>, table: string, statuses: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    const [row] = yield* db.query<{ at: Date | null }>(
+      `SELECT min(next_attempt_at) AS at FROM ${table} WHERE status IN (${statuses.map((s) => `'${s}'`).join(", ")})`,
+    )
+    if (row?.at) yield* wakeAt(row.at)
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning(`${table}: cannot look up the next due row`, cause)))
 
 /** A lease comfortably longer than one attempt (the transport's deadline). */
 export const leaseFor = (timeout: Duration.Input): Duration.Duration =>
@@ -55,5 +69,6 @@ export const webhookWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = (
 export const webhookWorkerLayer = Layer.effectDiscard(Effect.gen(function*() {
   const wakeAt = yield* makeWakeups(WEBHOOK_QUEUE)
   const spec = yield* webhookWorkerSpec(wakeAt)
+  yield* wakeForEarliest(wakeAt, "webhook_deliveries", ["pending", "retrying"])
   yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
 }))
