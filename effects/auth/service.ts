@@ -31,6 +31,9 @@ export interface Credentials {
 export const ACCESS_TOKEN_SECONDS = 60 * 60
 export const API_KEY_PATTERN = /^MAIL_[0-9a-f]{64}$/
 
+/** `last_used_at` is refreshed at most this often per key. */
+const LAST_USED_RESOLUTION_MS = 30_000
+
 /** What a caller may act as: `jwt` endpoints take tokens only, `key` endpoints take keys and tokens. */
 export type AuthMode = "jwt" | "key"
 
@@ -85,20 +88,34 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
         Effect.gen(function*() {
           if (!API_KEY_PATTERN.test(key)) return yield* unauthorized()
           const hash = yield* sha256Hex(key)
-          const rows = yield* db.query<
-            { id: number; user_id: number; scopes: string; expires_at: Date | null; revoked_at: Date | null }
-          >("SELECT id, user_id, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = $1", [hash])
+          // One round trip for the key and its account: this runs on every API call.
+          const rows = yield* db.query<{
+            id: number
+            user_id: number
+            scopes: string
+            expires_at: Date | null
+            revoked_at: Date | null
+            last_used_at: Date | null
+            disabled_at: Date | null
+          }>(
+            `SELECT k.id, k.user_id, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, u.disabled_at
+               FROM api_keys k JOIN users u ON u.id = k.user_id
+              WHERE k.key_hash = $1`,
+            [hash],
+          )
           const row = rows[0]
           if (!row || row.revoked_at) return yield* unauthorized()
-          const now = yield* Clock.currentTimeMillis
+          const now = Number(yield* Clock.currentTimeMillis)
           if (row.expires_at && row.expires_at.getTime() <= now) return yield* unauthorized("API key has expired")
-          yield* loadActiveUser(row.user_id)
+          if (row.disabled_at) return yield* new AccountDisabled({ message: "this account is disabled" })
           // Throttled so a busy key does not turn every read into a write.
-          yield* db.query(
-            `UPDATE api_keys SET last_used_at = $2 WHERE id = $1
-               AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '30 seconds')`,
-            [row.id, new Date(Number(now))],
-          )
+          if (!row.last_used_at || row.last_used_at.getTime() < now - LAST_USED_RESOLUTION_MS) {
+            yield* db.query(
+              `UPDATE api_keys SET last_used_at = $2 WHERE id = $1
+                 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '30 seconds')`,
+              [row.id, new Date(now)],
+            )
+          }
           const parsed = parseScopes(row.scopes)
           return { userId: row.user_id, via: "key", apiKeyId: row.id, full: parsed.full, scopes: new Set(parsed.scopes) } satisfies Principal
         })
