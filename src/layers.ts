@@ -30,6 +30,7 @@ import { webhookSubscriber } from "../effects/webhooks/events.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { receivingDomainRecheckLayer } from "./workers/receiving-domains.ts"
+import { retentionWorkerLayer } from "./workers/retention.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
@@ -96,6 +97,7 @@ export const servicesLayer = tier3.pipe(
 
 /** Long-lived workers (each a Layer from src/workers/worker.ts). */
 export const workersLayer = Layer.mergeAll(
+  retentionWorkerLayer,
   receivingDomainRecheckLayer,
   Layer.empty,
   webhookWorkerLayer,

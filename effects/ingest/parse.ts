@@ -46,17 +46,18 @@ const addressText = (a: AddressObject | Array<AddressObject> | undefined): strin
   a === undefined ? "" : (Array.isArray(a) ? a : [a]).flatMap((x) => x.value).map(mailbox).join(", ")
 
 const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string | Array<string>> => {
-  const out: Record<string, string | Array<string>> = {}
+  // A Map, then own properties: a header named `__proto__` must stay a header.
+  const out = new Map<string, string | Array<string>>()
   for (const { key, line } of lines) {
     const name = pgSafe(key.toLowerCase())
     const colon = line.indexOf(":")
     const value = pgSafe((colon >= 0 ? line.slice(colon + 1) : "").replace(/\r?\n[ \t]+/g, " ").trim())
-    const seen = out[name]
-    if (seen === undefined) out[name] = value
+    const seen = out.get(name)
+    if (seen === undefined) out.set(name, value)
     else if (Array.isArray(seen)) seen.push(value)
-    else out[name] = [seen, value]
+    else out.set(name, [seen, value])
   }
-  return out
+  return Object.fromEntries(out)
 }
 
 export const parseMessage = (raw: Uint8Array) =>

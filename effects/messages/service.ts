@@ -84,13 +84,18 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         )
         if (!address) return yield* new NotFound({ message: "inbound address not found" })
         if (address.user_id !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
+        const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
+        const offset = (q.page - 1) * q.perPage
+        // Past the end: nothing to read (and no absurd OFFSET reaches the database).
+        if (offset >= total) return { data: [], pagination: pagination(q.page, q.perPage, total) }
+        // Newest first as `-id`: only the (address_id, (-id)) indexes yield that order, so the planner
+        // cannot pick a backward primary-key scan instead (see 004_inbound.sql).
         const rows = yield* db.query<InboundMessageRow>(
           `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages
             WHERE address_id = $1 ${q.unreadOnly ? "AND NOT is_read" : ""}
-            ORDER BY id DESC LIMIT $2 OFFSET $3`,
-          [q.addressId, q.perPage, (q.page - 1) * q.perPage],
+            ORDER BY -id LIMIT $2 OFFSET $3`,
+          [q.addressId, q.perPage, offset],
         )
-        const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
         return { data: rows.map((r) => toInboundMessage(r)), pagination: pagination(q.page, q.perPage, total) }
       })
 

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { type Duration, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { receivingDomainRecheckWorker } from "../../src/workers/receiving-domains.ts"
@@ -26,7 +26,7 @@ const publish = (domain: { domain: string; verification_records: Array<{ type: s
 }
 
 /** One round of the re-check worker, `ahead` past now (so every verified domain is due). */
-const recheck = (ahead = "2 hours") =>
+const recheck = (ahead: Duration.Input = "2 hours") =>
   app.api.run(
     Effect.gen(function*() {
       yield* TestClock.setTime(Date.now())

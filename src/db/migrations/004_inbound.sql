@@ -105,9 +105,12 @@ CREATE TABLE inbound_messages (
   -- received_at + the address's retention; the retention worker deletes past it
   expires_at     timestamptz NOT NULL
 );
--- listing newest first per address, optionally unread only
-CREATE INDEX inbound_messages_address_id_id ON inbound_messages (address_id, id DESC);
-CREATE INDEX inbound_messages_address_unread ON inbound_messages (address_id, id DESC) WHERE NOT is_read;
+-- Listing newest first per address, optionally unread only. The order key is -id rather than
+-- id DESC: no other index yields it, so the planner cannot swap in a backward primary-key scan
+-- that filters out every newer row of other addresses (an address whose mail is older than the
+-- rest of the table took 20-40 ms per page that way at 100k rows; this way it is an index range).
+CREATE INDEX inbound_messages_address_newest ON inbound_messages (address_id, (-id));
+CREATE INDEX inbound_messages_address_unread ON inbound_messages (address_id, (-id)) WHERE NOT is_read;
 CREATE INDEX inbound_messages_expires_at ON inbound_messages (expires_at);
 CREATE INDEX inbound_messages_user_id ON inbound_messages (user_id);
 CREATE INDEX inbound_messages_mime_id ON inbound_messages (mime_id);

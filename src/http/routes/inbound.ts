@@ -93,7 +93,8 @@ const messageRoutes = [
         Effect.map((raw) =>
           ok(undefined, {
             raw: { body: raw, contentType: "message/rfc822" },
-            headers: { "Content-Disposition": `attachment; filename="message-${params.id}.eml"` },
+            // Mail is untrusted content: never let a browser sniff it into HTML.
+            headers: { "Content-Disposition": `attachment; filename="message-${params.id}.eml"`, "X-Content-Type-Options": "nosniff" },
           })
         ),
       ),
