@@ -109,6 +109,7 @@ const request = (req: WebhookRequest, url: URL, target: Vetted) =>
     }, timeoutMs)
     const onAbort = () => settle(Effect.fail(new WebhookRequestFailed({ message: "interrupted" })))
     signal.addEventListener("abort", onAbort)
+    if (signal.aborted) onAbort()
 
     outgoing.on("response", (res) => {
       status = res.statusCode ?? 0
@@ -136,7 +137,10 @@ export const webhookHttpLayer = Layer.effect(
     return WebhookTransport.of({
       post: (req) =>
         Effect.gen(function*() {
-          const url = new URL(req.url)
+          const url = yield* Effect.try({
+            try: () => new URL(req.url),
+            catch: () => new WebhookRequestFailed({ message: "the webhook URL cannot be parsed" }),
+          })
           const target = yield* vet(url, config.webhookAllowPrivate)
           return yield* request(req, url, target)
         }).pipe(Effect.withSpan("WebhookTransport.post")),
