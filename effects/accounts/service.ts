@@ -164,6 +164,8 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
           return yield* wrongCredentials()
         }
         if (!(yield* verifyPassword(body.password, row.password_hash))) return yield* wrongCredentials()
+        // The owner got in: earlier tries were theirs, so they no longer count against the identifier.
+        yield* limiter.reset(`auth:login:id:${identifier.value.value}`)
         if (row.disabled_at) return yield* disabled()
         if (needsRehash(row.password_hash, hashing)) {
           yield* db.query("UPDATE users SET password_hash = $2 WHERE id = $1", [row.id, yield* hashPassword(body.password, hashing)])

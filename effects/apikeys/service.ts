@@ -27,7 +27,10 @@ export interface ApiKeysShape {
   readonly revoke: (userId: number, keyId: number) => Effect.Effect<ApiKey, NotFound | Forbidden | DbError>
 }
 
-/** `full`, or the listed scopes in canonical order; unknown names are a 400 on `scopes`. */
+/**
+ * `full`, or the listed scopes as the caller wrote them (trimmed, duplicates dropped, order
+ * kept: a client reads back the string it sent); unknown names are a 400 on `scopes`.
+ */
 const normalizeScopes = (raw: string | undefined): Effect.Effect<string, ValidationError> => {
   if (raw === undefined) return Effect.succeed("full")
   if (raw.split(",").every((s) => s.trim() === "")) {
@@ -39,7 +42,7 @@ const normalizeScopes = (raw: string | undefined): Effect.Effect<string, Validat
       ValidationError.field("scopes", `unknown scope ${parsed.unknown.map((s) => `"${s}"`).join(", ")}; allowed: full, ${SCOPES.join(", ")}`),
     )
   }
-  return Effect.succeed(parsed.full ? "full" : SCOPES.filter((s) => parsed.scopes.includes(s)).join(","))
+  return Effect.succeed(parsed.full ? "full" : [...new Set(parsed.scopes)].join(","))
 }
 
 export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKeys") {

@@ -7,12 +7,31 @@ import type { Route } from "./route.ts"
 
 type JsonObject = Record<string, unknown>
 
-const jsonSchema = (schema: Route["body"]): JsonObject => {
+/**
+ * Named definitions go to `components/schemas`: a `$ref` inside an OpenAPI document resolves
+ * against the document's root, so `#/$defs/X` embedded in an operation would point nowhere.
+ */
+type Definitions = Record<string, unknown>
+
+const DEFS_REF = "#/$defs/"
+const COMPONENTS_REF = "#/components/schemas/"
+
+const rewriteRefs = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(rewriteRefs)
+  if (node === null || typeof node !== "object") return node
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => [
+      k,
+      k === "$ref" && typeof v === "string" && v.startsWith(DEFS_REF) ? COMPONENTS_REF + v.slice(DEFS_REF.length) : rewriteRefs(v),
+    ]),
+  )
+}
+
+const jsonSchema = (schema: Route["body"], definitions: Definitions): JsonObject => {
   if (!schema) return {}
   const doc = Schema.toJsonSchemaDocument(schema as Schema.Top)
-  const defs = doc.definitions as JsonObject
-  const body = doc.schema as JsonObject
-  return Object.keys(defs).length ? { ...body, $defs: defs } : body
+  for (const [name, def] of Object.entries(doc.definitions as JsonObject)) definitions[name] ??= rewriteRefs(def)
+  return rewriteRefs(doc.schema) as JsonObject
 }
 
 const envelopeOf = (data: JsonObject | undefined): JsonObject => ({
@@ -31,11 +50,11 @@ const envelopeOf = (data: JsonObject | undefined): JsonObject => ({
 
 const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z_]+)/g, "{$1}")
 
-const parametersOf = (r: Route): Array<JsonObject> => {
+const parametersOf = (r: Route, definitions: Definitions): Array<JsonObject> => {
   const out: Array<JsonObject> = []
   for (const [where, schema] of [["path", r.params], ["query", r.query]] as const) {
     if (!schema) continue
-    const s = jsonSchema(schema) as { properties?: Record<string, JsonObject>; required?: Array<string> }
+    const s = jsonSchema(schema, definitions) as { properties?: Record<string, JsonObject>; required?: Array<string> }
     for (const [name, prop] of Object.entries(s.properties ?? {})) {
       out.push({ name, in: where, required: where === "path" || (s.required ?? []).includes(name), schema: prop })
     }
@@ -50,6 +69,7 @@ const errorResponse = (description: string) => ({
 
 export const openApiDocument = (routes: ReadonlyArray<Route>, baseUrl: string): JsonObject => {
   const paths: Record<string, Record<string, JsonObject>> = {}
+  const definitions: Definitions = {}
   for (const r of routes) {
     if (r.internal) continue
     const p = (paths[toOpenApiPath(r.path)] ??= {})
@@ -63,14 +83,14 @@ export const openApiDocument = (routes: ReadonlyArray<Route>, baseUrl: string): 
         security: [{ apiKeyHeader: [] }, { bearerApiKey: [] }, { bearerJwt: [] }],
       }),
       ...(r.scope ? { "x-required-scope": r.scope } : {}),
-      parameters: parametersOf(r),
+      parameters: parametersOf(r, definitions),
       ...(r.body
-        ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(r.body) } } } }
+        ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(r.body, definitions) } } } }
         : {}),
       responses: {
         [success]: {
           description: "success",
-          content: { "application/json": { schema: envelopeOf(r.response ? jsonSchema(r.response) : undefined) } },
+          content: { "application/json": { schema: envelopeOf(r.response ? jsonSchema(r.response, definitions) : undefined) } },
         },
         "400": errorResponse("VALIDATION_ERROR (one entry per bad field)"),
         ...(r.auth !== "none" ? { "401": errorResponse("UNAUTHORIZED"), "403": errorResponse("FORBIDDEN or ACCOUNT_DISABLED") } : {}),
@@ -96,6 +116,7 @@ export const openApiDocument = (routes: ReadonlyArray<Route>, baseUrl: string): 
         bearerJwt: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
       },
       schemas: {
+        ...definitions,
         ErrorItem: {
           type: "object",
           required: ["code", "message"],

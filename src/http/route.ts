@@ -20,7 +20,7 @@ export interface RequestContext<B, Q, P, A extends Auth> {
   /** The caller; present on every route whose auth is not `none`. */
   readonly principal: A extends "none" ? undefined : Principal
   readonly requestId: string
-  /** Client address (first X-Forwarded-For hop only when TRUST_PROXY is set; else the socket). */
+  /** Client address: the socket peer (X-Forwarded-For is not trusted; there is no proxy setting yet). */
   readonly ip: string
   readonly header: (name: string) => string | undefined
   /** The body as received, for routes that verify a signature over it (`rawBody: true`). */
