@@ -94,7 +94,7 @@ const cases: Array<[string, string]> = [
   ["page 500 (offset 9,980)", `/api/inbound/messages?address_id=${address!.id}&page=500`],
   ["page 5000 (offset 99,980)", `/api/inbound/messages?address_id=${address!.id}&page=5000`],
   ["one message by id", `/api/inbound/messages/${someId!.id}`],
-  ["audit export (count(*) by user)", "/api/compliance/audit-export"],
+  ["audit export", "/api/compliance/audit-export"],
 ]
 const ROUNDS = 40
 console.log(`inbound list benchmark: ${N.toLocaleString()} messages on one address (+${Math.min(N, 100_000).toLocaleString()} noise), ${pgUrl ? "PostgreSQL" : "PGlite"}; seeded in ${seededIn.toFixed(1)} s`)

@@ -141,16 +141,8 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
                   new Date(at.getTime() + route.retentionDays * DAY_MS),
                 ],
               )
-              const id = row!.id
-              yield* db.query(
-                "UPDATE inbound_addresses SET message_count = message_count + 1, unread_count = unread_count + 1 WHERE id = $1",
-                [route.addressId],
-              )
-              yield* billing.charge({ userId, amount: PRICE_PER_MESSAGE_TZS, reference: { type: "inbound_message", id } }).pipe(
-                Effect.catchTag("ValidationError", (e) => Effect.die(e)),
-              )
               const message: StoredMessage = {
-                id,
+                id: row!.id,
                 userId,
                 addressId: route.addressId,
                 fromAddr: parsed.from || d.mailFrom,
@@ -163,6 +155,20 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
               yield* events.stored(message)
               stored.push(message)
             }
+          }
+          // The shared rows (address counters, wallets) are locked last, so they are held only until
+          // the commit that follows, and in one global order (addresses, then wallets, each by id),
+          // so two deliveries to overlapping recipients cannot deadlock.
+          for (const m of [...stored].sort((a, b) => a.addressId - b.addressId)) {
+            yield* db.query(
+              "UPDATE inbound_addresses SET message_count = message_count + 1, unread_count = unread_count + 1 WHERE id = $1",
+              [m.addressId],
+            )
+          }
+          for (const m of [...stored].sort((a, b) => a.userId - b.userId || a.id - b.id)) {
+            yield* billing.charge({ userId: m.userId, amount: PRICE_PER_MESSAGE_TZS, reference: { type: "inbound_message", id: m.id } }).pipe(
+              Effect.catchTag("ValidationError", (e) => Effect.die(e)),
+            )
           }
           return stored
         }))

@@ -4,7 +4,7 @@ import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createAccount } from "../support/accounts.ts"
 import { connectSmtp, dataBlock, sendRaw, transaction } from "../support/smtp-client.ts"
-import { balance, countMessages, createAddress, fund, type InboundTestApp, plainMessage, startInboundApp } from "../support/inbound.ts"
+import { balance, countMessages, createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp } from "../support/inbound.ts"
 
 let app: InboundTestApp
 beforeAll(async () => {
@@ -252,6 +252,30 @@ describe("MX with a rude client (raw socket)", () => {
     await fund(app.api, userId, 5)
     expect((await sendRaw(app.mx, { from: "a@sender.example", to: [address.email], raw: plainMessage() })).data?.code).toBe(250)
     expect(await balance(app.api, userId)).toBe(0)
+  })
+
+  it("never overdraws the wallet or deadlocks under concurrent deliveries to overlapping recipients", async () => {
+    const { userId, apiKey, address: a } = await fundedAddress(50) // pays for 5 deliveries to two addresses
+    const b = await createAddress(app.api, apiKey, unique("b"))
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        sendRaw(app.mx, { from: "a@sender.example", to: i % 2 ? [a.email, b.email] : [b.email, a.email], raw: plainMessage({ subject: `c${i}` }) })
+      ),
+    )
+    const ok = results.filter((r) => r.data?.code === 250)
+    expect(ok).toHaveLength(5)
+    for (const r of results.filter((x) => x.data?.code !== 250)) {
+      expect([r.data?.code, ...r.rcpts.map((x) => x.code)].some((c) => c === 452)).toBe(true)
+    }
+    expect(await countMessages(app.api, userId)).toBe(10)
+    expect(await balance(app.api, userId)).toBe(0)
+    const [sums] = await query<{ counted: number; ledger: number }>(
+      app.api,
+      `SELECT (SELECT COALESCE(sum(message_count), 0) FROM inbound_addresses WHERE user_id = $1)::int8 AS counted,
+              (SELECT COALESCE(sum(amount_tzs), 0) FROM ledger_entries WHERE user_id = $1)::int8 AS ledger`,
+      [userId],
+    )
+    expect(sums).toEqual({ counted: 10, ledger: 0 })
   })
 
   it("stores messages with 8-bit junk, no headers at all, and broken MIME", async () => {
