@@ -5,7 +5,7 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
-import { Conflict, Forbidden, NotConfigured, NotFound } from "../errors.ts"
+import { Conflict, Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { seal } from "../shared/secretbox.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
@@ -14,7 +14,7 @@ import { type CreateSmsRuleBody, keyPrefix, type SmsDelivery, type SmsDeliveryRo
 
 export interface SmsNotificationsShape {
   /** Creates an active rule on an owned address; the answer carries the provider key, once. */
-  readonly create: (userId: number, body: CreateSmsRuleBody) => Effect.Effect<SmsRule, Forbidden | NotFound | Conflict | NotConfigured | DbError>
+  readonly create: (userId: number, body: CreateSmsRuleBody) => Effect.Effect<SmsRule, Forbidden | NotFound | Conflict | DbError>
   readonly list: (userId: number, addressId: number) => Effect.Effect<ReadonlyArray<SmsRule>, Forbidden | NotFound | DbError>
   /** Stops the rule for good; queued sends of it fail instead of going out. Idempotent. */
   readonly revoke: (userId: number, id: number) => Effect.Effect<SmsRule, Forbidden | NotFound | DbError>
@@ -51,8 +51,6 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
         Effect.flatMap(db.query<SmsRuleRow>("SELECT * FROM sms_rules WHERE id = $1", [id]), (rows) => owned("SMS rule", rows, userId))
 
       const create = Effect.fn("SmsNotifications.create")(function*(userId: number, body: CreateSmsRuleBody) {
-        // A rule that could never send would fail silently later; say so now.
-        if (Option.isNone(config.smsApiUrl)) return yield* new NotConfigured({ message: "SMS sending is not configured on this server" })
         yield* ownedAddress(userId, body.address_id)
         const sealed = yield* seal(config.secretsKey, body.provider_key, KEY_CONTEXT)
         const rows = yield* db.query<SmsRuleRow>(

@@ -1,8 +1,11 @@
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Database } from "../../effects/ports/Database.ts"
 import { createAccount, type TestAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
-import { createAddress, storeMessage } from "../support/inbound-fixtures.ts"
+import { createAddress, storeMessage, storeMessageEffect } from "../support/inbound-fixtures.ts"
+import { smsWorkerSpec } from "../../src/workers/sms.ts"
+import { runOnce } from "../../src/workers/worker.ts"
 import { makeSmsProvider } from "../support/sms-provider.ts"
 
 const provider = makeSmsProvider()
@@ -101,14 +104,22 @@ describe("POST /api/sms/notifications", () => {
     expect((await create({ address_id: addr2, phone_number: "+255712345678", provider_key: KEY }, scoped.apiKey)).status).toBe(201)
   })
 
-  it("answers 503 NOT_CONFIGURED when the server has no SMS provider", async () => {
+  it("creates rules on a server with no SMS provider (sends then fail, recorded per delivery)", async () => {
+    // DECISIONS lists the SMS rule among created resources (201); only sending needs the provider.
     const bare = await makeTestApp({ workers: false })
     const acct = await createAccount(bare)
     const addr = await createAddress(bare, acct.userId)
     const res = await create({ address_id: addr, phone_number: "+255712345678", provider_key: KEY }, acct.apiKey, bare)
+    const listed = await bare.call("GET", `/api/sms/notifications?address_id=${addr}`, { token: acct.apiKey })
+    const rows = await bare.run(Effect.gen(function*() {
+      yield* storeMessageEffect({ userId: acct.userId, addressId: addr, from: "a@example.co.tz", subject: "Hi", text: "x" })
+      yield* runOnce(yield* smsWorkerSpec())
+      return yield* Database.use((db) => db.query<{ status: string; last_error: string }>("SELECT status, last_error FROM sms_deliveries WHERE rule_id = $1", [res.body.data.id]))
+    }))
     await bare.stop()
-    expect(res.status).toBe(503)
-    expect(res.body.errors[0].code).toBe("NOT_CONFIGURED")
+    expect(res.status).toBe(201)
+    expect(listed.body.data.map((r: { id: number }) => r.id)).toEqual([res.body.data.id])
+    expect(rows).toEqual([{ status: "failed", last_error: expect.stringContaining("not configured") }])
   })
 })
 
