@@ -20,7 +20,7 @@ export interface Overrides {
   /** Replaces the database chosen from settings (tests: a fresh PGlite or a schema on PostgreSQL). */
   readonly database?: Layer.Layer<any, any, any>
   /** Replaces or adds infrastructure services (HttpClient with msw's fetch, provider fakes). */
-  readonly infrastructure?: Layer.Layer<any, never, never>
+  readonly infrastructure?: Layer.Layer<never, never, never> | Layer.Layer<any, never, never>
   readonly logger?: Layer.Layer<never>
   /** Start the long-lived workers (tests that drive workers by hand leave them off). */
   readonly workers?: boolean

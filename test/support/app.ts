@@ -78,7 +78,7 @@ export interface TestAppOptions {
   readonly settings?: Partial<Settings>
   /** Workers are on by default; tests that drive a worker step by step turn them off. */
   readonly workers?: boolean
-  readonly infrastructure?: Layer.Layer<any, never, never>
+  readonly infrastructure?: Layer.Layer<never, never, never> | Layer.Layer<any, never, never>
   /** A database the test owns and keeps after `stop` (to start a second app on the same data). */
   readonly database?: TestDatabase
 }
