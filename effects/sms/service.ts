@@ -5,6 +5,7 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
+import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
 import { Conflict, Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { seal } from "../shared/secretbox.ts"
@@ -34,18 +35,7 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
       const config = yield* AppConfig
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
-      const owned = <T extends { user_id: number }>(what: string, rows: Array<T>, userId: number): Effect.Effect<T, NotFound | Forbidden> =>
-        rows[0] === undefined
-          ? Effect.fail(new NotFound({ message: `${what} not found` }))
-          : rows[0].user_id !== userId
-          ? Effect.fail(new Forbidden({ message: `${what} belongs to another account` }))
-          : Effect.succeed(rows[0])
-
-      const ownedAddress = (userId: number, addressId: number) =>
-        Effect.flatMap(
-          db.query<{ user_id: number }>("SELECT user_id FROM inbound_addresses WHERE id = $1", [addressId]),
-          (rows) => owned("address", rows, userId),
-        )
+      const ownedAddress = (userId: number, addressId: number) => ownedAddressOf(db, userId, addressId)
 
       const ownedRule = (userId: number, id: number) =>
         Effect.flatMap(db.query<SmsRuleRow>("SELECT * FROM sms_rules WHERE id = $1", [id]), (rows) => owned("SMS rule", rows, userId))

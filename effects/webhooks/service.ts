@@ -5,6 +5,7 @@
  */
 import { Clock, Context, Effect, Layer, Result } from "effect"
 import { AppConfig } from "../config.ts"
+import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
 import { Forbidden, InternalError, NotFound, ValidationError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { randomHex } from "../shared/crypto.ts"
@@ -50,19 +51,7 @@ export class Webhooks extends Context.Service<Webhooks, WebhooksShape>()("app/We
       const config = yield* AppConfig
       const deliveries = yield* WebhookDeliveries
 
-      /** 404 when missing, 403 when another account's (DECISIONS.md "Envelope and HTTP"). */
-      const owned = <T extends { user_id: number }>(what: string, rows: Array<T>, userId: number): Effect.Effect<T, NotFound | Forbidden> =>
-        rows[0] === undefined
-          ? Effect.fail(new NotFound({ message: `${what} not found` }))
-          : rows[0].user_id !== userId
-          ? Effect.fail(new Forbidden({ message: `${what} belongs to another account` }))
-          : Effect.succeed(rows[0])
-
-      const ownedAddress = (userId: number, addressId: number) =>
-        Effect.flatMap(
-          db.query<{ user_id: number }>("SELECT user_id FROM inbound_addresses WHERE id = $1", [addressId]),
-          (rows) => owned("address", rows, userId),
-        )
+      const ownedAddress = (userId: number, addressId: number) => ownedAddressOf(db, userId, addressId)
 
       const ownedWebhook = (userId: number, id: number) =>
         Effect.flatMap(db.query<WebhookRow>("SELECT * FROM webhooks WHERE id = $1", [id]), (rows) => owned("webhook", rows, userId))
