@@ -20,6 +20,7 @@ import { MessageEvents } from "../effects/ingest/events.ts"
 import { Ingest } from "../effects/ingest/service.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
+import { SenderIdentities } from "../effects/sending-domains/identity.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { SmsDeliveries } from "../effects/sms/delivery.ts"
@@ -61,6 +62,7 @@ const tier2 = Layer.mergeAll(
   Accounts.layer,
   Compliance.layer,
   ReceivingDomains.layer,
+  SenderIdentities.layer,
   InboundMessages.layer,
   Topups.layer,
   PaymentEvents.layer,

@@ -3,9 +3,10 @@
  * "From rules", DECISIONS.md "Response shapes"). Implemented by the SendingDomains capability;
  * outbound and the agent only call `senderIdentity`.
  */
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, Layer, type Option } from "effect"
 import type { Forbidden, NotFound, ValidationError } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
+import { makeSenderIdentities } from "./identity-rules.ts"
 
 export interface DkimKey {
   readonly domainName: string
@@ -41,4 +42,7 @@ export interface SenderIdentitiesShape {
   ) => Effect.Effect<SenderIdentity, ValidationError | Forbidden | NotFound | DbError>
 }
 
-export class SenderIdentities extends Context.Service<SenderIdentities, SenderIdentitiesShape>()("app/SenderIdentities") {}
+export class SenderIdentities extends Context.Service<SenderIdentities, SenderIdentitiesShape>()("app/SenderIdentities") {
+  /** The live rules (./identity-rules.ts); needs Database and AppConfig. */
+  static readonly layer = Layer.effect(SenderIdentities, makeSenderIdentities)
+}
