@@ -3,7 +3,7 @@
  * worker, the Hono app, and the socket listeners (HTTP; the SMTP servers join via `listeners`).
  * `main.ts` and the test app both start through here, so tests exercise the real wiring.
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import { serve } from "@hono/node-server"
 import type { AddressInfo } from "node:net"
 import { AppConfig, type Settings } from "../effects/config.ts"
@@ -67,6 +67,12 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
       Effect.annotateLogs({ http: httpPort, ...Object.fromEntries(opened.map((o) => [o.name, o.port])) }),
     ),
   )
+  const embedded = embeddedProviders(settings)
+  if (embedded.length > 0) {
+    await runtime.runPromise(
+      Effect.logWarning(`embedded development providers in use: ${embedded.join("; ")}`),
+    )
+  }
   let stopping: Promise<void> | undefined
   const stop = () =>
     (stopping ??= (async () => {
@@ -80,3 +86,13 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
     })())
   return { runtime, httpPort, ports: Object.fromEntries(opened.map((o) => [o.name, o.port])), stop }
 }
+
+/**
+ * Providers running on their embedded defaults. Fine on a laptop; in production the fake
+ * payment gateway would let anyone credit their own wallet, so start-up says so loudly.
+ */
+export const embeddedProviders = (settings: Settings): Array<string> => [
+  ...(Option.isNone(settings.paymentApiUrl) ? ["payments: fake gateway (anyone can complete a top-up; set PAYMENT_API_URL)"] : []),
+  ...(Option.isNone(settings.smtpRelayUrl) ? ["mail: logged or captured locally, not delivered (set SMTP_RELAY_URL)"] : []),
+  ...(Option.isNone(settings.smsApiUrl) ? ["sms: codes logged, not sent (set SMS_API_URL)"] : []),
+]
