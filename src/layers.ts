@@ -21,6 +21,7 @@ import { Ingest } from "../effects/ingest/service.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { SenderIdentities } from "../effects/sending-domains/identity.ts"
+import { SendingDomains } from "../effects/sending-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { SmsDeliveries } from "../effects/sms/delivery.ts"
@@ -31,6 +32,7 @@ import { webhookSubscriber } from "../effects/webhooks/events.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { receivingDomainRecheckLayer } from "./workers/receiving-domains.ts"
+import { sendingDomainRecheckLayer } from "./workers/sending-domains.ts"
 import { retentionWorkerLayer } from "./workers/retention.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
@@ -63,6 +65,7 @@ const tier2 = Layer.mergeAll(
   Compliance.layer,
   ReceivingDomains.layer,
   SenderIdentities.layer,
+  SendingDomains.layer,
   InboundMessages.layer,
   Topups.layer,
   PaymentEvents.layer,
@@ -101,6 +104,7 @@ export const servicesLayer = tier3.pipe(
 export const workersLayer = Layer.mergeAll(
   retentionWorkerLayer,
   receivingDomainRecheckLayer,
+  sendingDomainRecheckLayer,
   Layer.empty,
   webhookWorkerLayer,
   smsWorkerLayer,

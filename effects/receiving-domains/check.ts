@@ -19,9 +19,10 @@ export interface DnsCheck {
 
 const hostEq = (a: string, b: string) => a.toLowerCase().replace(/\.$/, "") === b.toLowerCase().replace(/\.$/, "")
 
-type Outcome = "match" | "miss" | "unknown"
+/** One lookup judged: the expected value, a definitive miss, or unknown (an outage). */
+export type Outcome = "match" | "miss" | "unknown"
 
-const outcome = <A>(lookup: Effect.Effect<A, DnsError>, matches: (a: A) => boolean): Effect.Effect<Outcome> =>
+export const outcome = <A>(lookup: Effect.Effect<A, DnsError>, matches: (a: A) => boolean): Effect.Effect<Outcome> =>
   lookup.pipe(
     Effect.map((a): Outcome => (matches(a) ? "match" : "miss")),
     Effect.catch((e: DnsError) => Effect.succeed<Outcome>(isNoRecord(e) ? "miss" : "unknown")),

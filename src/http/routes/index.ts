@@ -11,6 +11,7 @@ import { authRoutes } from "./auth.ts"
 import { billingRoutes } from "./billing.ts"
 import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { complianceRoutes } from "./compliance.ts"
+import { domainRoutes } from "./domains.ts"
 import { inboundRoutes } from "./inbound.ts"
 import { smsRoutes } from "./sms.ts"
 import { healthRoutes } from "./system.ts"
@@ -23,6 +24,7 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...authRoutes,
   ...apiKeyRoutes,
   ...inboundRoutes,
+  ...domainRoutes,
   ...complianceRoutes,
   ...billingRoutes,
   ...fakeGatewayRoutes,

@@ -1,0 +1,97 @@
+/**
+ * The DNS proof for a sending domain: our DKIM public key at mail._domainkey, an SPF policy
+ * that ends `-all` and lets our mail server send, and a DMARC policy that quarantines or
+ * rejects. Each lookup ends as a match, a miss or unknown (an outage), as for receiving
+ * domains: only misses may suspend a verified domain.
+ *
+ * The matchers are strict where receivers are: a second SPF or DMARC record makes both invalid
+ * (RFC 7208 4.5, RFC 7489 6.6.3), so it is a miss, not a match.
+ */
+import { Effect } from "effect"
+import { Dns } from "../ports/Dns.ts"
+import { type Outcome, outcome } from "../receiving-domains/check.ts"
+import { DKIM_SELECTOR } from "./schema.ts"
+
+export type SendingRecord = "DKIM" | "SPF" | "DMARC"
+
+export interface SendingDnsCheck {
+  readonly ok: boolean
+  /** Records DNS answered without the expected value. */
+  readonly missing: ReadonlyArray<SendingRecord>
+  /** Records whose lookup failed (timeout, SERVFAIL): unknown, not missing. */
+  readonly unknown: ReadonlyArray<SendingRecord>
+}
+
+type TxtRecords = ReadonlyArray<ReadonlyArray<string>>
+
+/**
+ * A TXT record's text: its character-strings joined. Quote characters are dropped too, for
+ * records pasted into a DNS console with their zone-file quoting (`"v=DKIM1; p=MII" "Bj…"`).
+ */
+const text = (record: ReadonlyArray<string>): string => record.join("").replace(/"/g, "").trim()
+
+/** `v=DKIM1; k=rsa; p=…` → tag → value (names lowercased, values trimmed). */
+export const tagList = (value: string): Map<string, string> => {
+  const tags = new Map<string, string>()
+  for (const part of value.split(";")) {
+    const eq = part.indexOf("=")
+    if (eq > 0) tags.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).trim())
+  }
+  return tags
+}
+
+/** Exactly one record at the selector, carrying our key in full (whitespace inside `p=` ignored). */
+export const dkimMatches = (records: TxtRecords, publicKey: string): boolean => {
+  if (records.length !== 1) return false
+  const tags = tagList(text(records[0]!))
+  const v = tags.get("v")
+  const k = tags.get("k")
+  return (v === undefined || v === "DKIM1") &&
+    (k === undefined || k.toLowerCase() === "rsa") &&
+    tags.get("p")?.replace(/\s+/g, "") === publicKey
+}
+
+const isSpf = (value: string) => /^v=spf1(\s|$)/i.test(value)
+
+/**
+ * The one SPF record, ending `-all`, that passes our mail server: its address (`ip4:`/`ip6:`,
+ * optionally `/32` or `/128`) or an `mx` mechanism, with no qualifier or `+`.
+ */
+export const spfMatches = (records: TxtRecords, mailServerIp: string): boolean => {
+  const spf = records.map(text).filter(isSpf)
+  if (spf.length !== 1) return false
+  const terms = spf[0]!.toLowerCase().split(/\s+/).slice(1)
+  if (terms.at(-1) !== "-all") return false
+  const ip = mailServerIp.toLowerCase()
+  return terms.some((term) => {
+    const t = term.startsWith("+") ? term.slice(1) : term
+    return /^mx(?:[:/]|$)/.test(t) || new RegExp(`^ip[46]:${ip.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?:/(?:32|128))?$`).test(t)
+  })
+}
+
+/** The one DMARC record, with policy `p=quarantine` or `p=reject`. */
+export const dmarcMatches = (records: TxtRecords): boolean => {
+  const dmarc = records.map(text).filter((v) => /^v\s*=\s*DMARC1\s*(;|$)/i.test(v))
+  if (dmarc.length !== 1) return false
+  const p = tagList(dmarc[0]!).get("p")?.toLowerCase()
+  return p === "quarantine" || p === "reject"
+}
+
+export const checkSendingDomain = (input: { readonly domain: string; readonly publicKey: string; readonly mailServerIp: string }) =>
+  Effect.gen(function*() {
+    const dns = yield* Dns
+    const results = yield* Effect.all(
+      {
+        DKIM: outcome(dns.txt(`${DKIM_SELECTOR}._domainkey.${input.domain}`), (r) => dkimMatches(r, input.publicKey)),
+        SPF: outcome(dns.txt(input.domain), (r) => spfMatches(r, input.mailServerIp)),
+        DMARC: outcome(dns.txt(`_dmarc.${input.domain}`), dmarcMatches),
+      },
+      { concurrency: "unbounded" },
+    )
+    const entries = Object.entries(results) as Array<[SendingRecord, Outcome]>
+    return {
+      ok: entries.every(([, o]) => o === "match"),
+      missing: entries.filter(([, o]) => o === "miss").map(([t]) => t),
+      unknown: entries.filter(([, o]) => o === "unknown").map(([t]) => t),
+    } satisfies SendingDnsCheck
+  })

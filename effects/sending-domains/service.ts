@@ -1,0 +1,237 @@
+/**
+ * Sending domains: an account adds its domain, publishes the DKIM, SPF and DMARC records it is
+ * given, and verifies; from then on it may send as the domain's default local part and as the
+ * sender addresses it records. A verified domain is re-checked periodically: when its records
+ * vanish it is suspended (SenderIdentities then refuses it), and verified again when they return.
+ */
+import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { AppConfig } from "../config.ts"
+import { Conflict, type Forbidden, LimitReached, type NotFound, ValidationError } from "../errors.ts"
+import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
+import type { Dns } from "../ports/Dns.ts"
+import { normalizeDomain } from "../receiving-domains/schema.ts"
+import { owned } from "../shared/ownership.ts"
+import { checkSendingDomain, type SendingDnsCheck } from "./check.ts"
+import { generateDkimKeyPair, sealDkimKey } from "./dkim.ts"
+import { ownedSendingDomain } from "./rows.ts"
+import {
+  type CreatedSendingDomain,
+  type CreateSendingDomain,
+  DEFAULT_FROM_LOCAL_PART,
+  recordsFor,
+  type SenderAddress,
+  type SenderAddressRow,
+  type SendingDomain,
+  type SendingDomainRow,
+  type SendingDomainStatus,
+  toSenderAddress,
+  toSendingDomain,
+} from "./schema.ts"
+
+/** Sending domains per account (SPEC.md "Limits"). */
+export const MAX_SENDING_DOMAINS = 5
+/** Recorded sender addresses per account (SPEC.md "From addresses per account"); defaults do not count. */
+export const MAX_SENDER_ADDRESSES = 100
+
+export interface SendingDomainsShape {
+  /** Adds a pending domain with a fresh DKIM key; answers it and the three records to publish. */
+  readonly create: (userId: number, body: CreateSendingDomain) => Effect.Effect<CreatedSendingDomain, ValidationError | Conflict | LimitReached | DbError>
+  readonly list: (userId: number) => Effect.Effect<ReadonlyArray<SendingDomain>, DbError>
+  /**
+   * Checks DNS now. All three records in place → verified; otherwise the domain is answered as it
+   * stands (pending, or suspended), without saying which record is wrong.
+   */
+  readonly verify: (userId: number, id: number) => Effect.Effect<SendingDomain, Conflict | Forbidden | NotFound | DbError>
+  /** Deletes the domain and its senders. */
+  readonly remove: (userId: number, id: number) => Effect.Effect<void, Conflict | Forbidden | NotFound | DbError>
+  /** Records a sender (From local part) on an owned domain. */
+  readonly addSender: (
+    userId: number,
+    domainId: number,
+    localPart: string,
+  ) => Effect.Effect<SenderAddress, Conflict | LimitReached | Forbidden | NotFound | DbError>
+  /** Recorded senders of every domain, plus each verified domain's default local part. */
+  readonly listSenders: (userId: number) => Effect.Effect<ReadonlyArray<SenderAddress>, DbError>
+  /** Deletes a recorded sender; a domain's default sender goes only with its domain (409). */
+  readonly removeSender: (userId: number, id: number) => Effect.Effect<void, Conflict | Forbidden | NotFound | DbError>
+  /** One periodic re-check of a verified or suspended domain; returns the status it ends in. */
+  readonly recheck: (row: SendingDomainRow) => Effect.Effect<SendingDomainStatus, DbError>
+}
+
+export class SendingDomains extends Context.Service<SendingDomains, SendingDomainsShape>()("app/SendingDomains") {
+  static readonly layer = Layer.effect(
+    SendingDomains,
+    Effect.gen(function*() {
+      const db = yield* Database
+      const config = yield* AppConfig
+      const context = yield* Effect.context<Dns>()
+      const recheckEvery = Duration.toMillis(Duration.fromInputUnsafe(config.domainRecheckInterval))
+      const settings = { mailServerIp: config.mailServerIp, platformDomain: normalizeDomain(config.platformDomain) }
+      const show = (row: SendingDomainRow) => toSendingDomain(row, settings)
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
+
+      const check = (row: SendingDomainRow): Effect.Effect<SendingDnsCheck> =>
+        checkSendingDomain({ domain: row.domain, publicKey: row.dkim_public_key, mailServerIp: config.mailServerIp })
+          .pipe(Effect.provideContext(context))
+
+      const domainCount = (userId: number) =>
+        Effect.map(
+          db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sending_domains WHERE user_id = $1", [userId]),
+          ([row]) => row?.n ?? 0,
+        )
+      const tooManyDomains = new LimitReached({ message: `an account can have at most ${MAX_SENDING_DOMAINS} sending domains` })
+
+      const create = Effect.fn("SendingDomains.create")(function*(userId: number, body: CreateSendingDomain) {
+        const domain = normalizeDomain(body.domain)
+        const platform = [config.platformDomain, config.mxHost].map(normalizeDomain)
+        if (platform.some((p) => domain === p || domain.endsWith(`.${p}`))) {
+          return yield* ValidationError.field("domain", "the platform's own domain cannot be added as a sending domain")
+        }
+        // Cheap early refusal: a key pair costs tens of milliseconds of CPU.
+        if ((yield* domainCount(userId)) >= MAX_SENDING_DOMAINS) return yield* tooManyDomains
+        const keys = yield* generateDkimKeyPair
+        const sealed = yield* sealDkimKey(config.secretsKey, keys.privateKeyPem)
+        const fromLocalPart = body.from_local_part ?? DEFAULT_FROM_LOCAL_PART
+        const row = yield* db.transaction(Effect.gen(function*() {
+          // Serialises this account's creates, so two at once cannot both take the last slot.
+          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sending_domains:${userId}`])
+          if ((yield* domainCount(userId)) >= MAX_SENDING_DOMAINS) return yield* tooManyDomains
+          const at = yield* now
+          const [inserted] = yield* db.query<SendingDomainRow>(
+            `INSERT INTO sending_domains (user_id, domain, from_local_part, dkim_public_key, dkim_private_key_sealed, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+            [userId, domain, fromLocalPart, keys.publicKey, sealed, at],
+          )
+          yield* db.query(
+            "INSERT INTO sender_addresses (user_id, domain_id, local_part, is_default, created_at) VALUES ($1, $2, $3, true, $4)",
+            [userId, inserted!.id, fromLocalPart, at],
+          )
+          return inserted!
+        })).pipe(
+          Effect.mapError((e) =>
+            e._tag === "DbError" && isUniqueViolation(e)
+              ? new Conflict({ message: "this domain was already added to the account", field: "domain" })
+              : e
+          ),
+        )
+        return { domain: show(row), dns_records: recordsFor(row, settings) }
+      })
+
+      const list = Effect.fn("SendingDomains.list")(function*(userId: number) {
+        const rows = yield* db.query<SendingDomainRow>("SELECT * FROM sending_domains WHERE user_id = $1 ORDER BY id", [userId])
+        return rows.map(show)
+      })
+
+      const verify = Effect.fn("SendingDomains.verify")(function*(userId: number, id: number) {
+        const row = yield* ownedSendingDomain(db, userId, id)
+        if (row.status === "verified") return show(row)
+        const result = yield* check(row)
+        const at = yield* now
+        if (!result.ok) {
+          // Which record is wrong stays in the log: the answer is only the status (SPEC.md).
+          yield* Effect.logDebug("sending domain not verified").pipe(
+            Effect.annotateLogs({ domain: row.domain, missing: result.missing.join(","), unknown: result.unknown.join(",") }),
+          )
+          yield* db.query("UPDATE sending_domains SET last_checked_at = $2 WHERE id = $1", [id, at])
+          return show({ ...row, last_checked_at: at })
+        }
+        const [updated] = yield* db.query<SendingDomainRow>(
+          `UPDATE sending_domains
+              SET status = 'verified', verified_at = COALESCE(verified_at, $2), last_checked_at = $2, next_check_at = $3, locked_until = NULL
+            WHERE id = $1 RETURNING *`,
+          [id, at, new Date(at.getTime() + recheckEvery)],
+        ).pipe(
+          Effect.mapError((e) =>
+            isUniqueViolation(e) ? new Conflict({ message: "this domain is already verified by another account", field: "domain" }) : e
+          ),
+        )
+        return show(updated!)
+      })
+
+      const remove = Effect.fn("SendingDomains.remove")(function*(userId: number, id: number) {
+        yield* ownedSendingDomain(db, userId, id)
+        yield* db.query("DELETE FROM sending_domains WHERE id = $1", [id]).pipe(
+          // Another capability's row that must keep pointing at the domain (e.g. an agent's reply domain).
+          Effect.mapError((e) => (e.code === "23503" ? new Conflict({ message: "the domain is still in use; remove what refers to it first" }) : e)),
+        )
+      })
+
+      const senderCount = (userId: number) =>
+        Effect.map(
+          db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sender_addresses WHERE user_id = $1 AND NOT is_default", [userId]),
+          ([row]) => row?.n ?? 0,
+        )
+
+      const addSender = Effect.fn("SendingDomains.addSender")(function*(userId: number, domainId: number, localPart: string) {
+        const domain = yield* ownedSendingDomain(db, userId, domainId)
+        const row = yield* db.transaction(Effect.gen(function*() {
+          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sender_addresses:${userId}`])
+          if ((yield* senderCount(userId)) >= MAX_SENDER_ADDRESSES) {
+            return yield* new LimitReached({ message: `an account can have at most ${MAX_SENDER_ADDRESSES} sender addresses` })
+          }
+          const [inserted] = yield* db.query<SenderAddressRow>(
+            "INSERT INTO sender_addresses (user_id, domain_id, local_part, created_at) VALUES ($1, $2, $3, $4) RETURNING *",
+            [userId, domain.id, localPart, yield* now],
+          )
+          return inserted!
+        })).pipe(
+          Effect.mapError((e) =>
+            e._tag === "DbError" && isUniqueViolation(e)
+              ? new Conflict({ message: `${localPart}@${domain.domain} is already a sender of this domain`, field: "local_part" })
+              : e
+          ),
+        )
+        return toSenderAddress({ ...row, domain: domain.domain })
+      })
+
+      const listSenders = Effect.fn("SendingDomains.listSenders")(function*(userId: number) {
+        const rows = yield* db.query<SenderAddressRow & { domain: string }>(
+          `SELECT s.*, d.domain FROM sender_addresses s JOIN sending_domains d ON d.id = s.domain_id
+            WHERE s.user_id = $1 AND (NOT s.is_default OR d.status = 'verified')
+            ORDER BY s.domain_id, s.id`,
+          [userId],
+        )
+        return rows.map(toSenderAddress)
+      })
+
+      const removeSender = Effect.fn("SendingDomains.removeSender")(function*(userId: number, id: number) {
+        const rows = yield* db.query<SenderAddressRow>("SELECT * FROM sender_addresses WHERE id = $1", [id])
+        const sender = yield* owned("sender address", rows, userId)
+        if (sender.is_default) {
+          return yield* new Conflict({ message: "the default sender of a domain goes only with the domain" })
+        }
+        yield* db.query("DELETE FROM sender_addresses WHERE id = $1", [id])
+      })
+
+      const recheck = Effect.fn("SendingDomains.recheck")(function*(row: SendingDomainRow) {
+        const result = yield* check(row)
+        const at = yield* now
+        // An outage proves nothing: keep the status and look again next round.
+        const next: SendingDomainStatus = result.ok ? "verified" : result.missing.length > 0 ? "suspended" : row.status
+        yield* db.query(
+          `UPDATE sending_domains SET status = $2, last_checked_at = $3, next_check_at = $4, locked_until = NULL
+            WHERE id = $1 AND status <> 'pending'`,
+          [row.id, next, at, new Date(at.getTime() + recheckEvery)],
+        ).pipe(
+          // Restoring a domain another account verified meanwhile: it stays suspended.
+          Effect.catchTag("DbError", (e) =>
+            isUniqueViolation(e)
+              ? db.query("UPDATE sending_domains SET locked_until = NULL, last_checked_at = $2, next_check_at = $3 WHERE id = $1", [
+                row.id,
+                at,
+                new Date(at.getTime() + recheckEvery),
+              ])
+              : Effect.fail(e)),
+        )
+        if (next !== row.status) {
+          yield* Effect.logInfo("sending domain status changed").pipe(
+            Effect.annotateLogs({ domain: row.domain, from: row.status, to: next, missing: result.missing.join(",") }),
+          )
+        }
+        return next
+      })
+
+      return SendingDomains.of({ create, list, verify, remove, addSender, listSenders, removeSender, recheck })
+    }),
+  )
+}
