@@ -17,6 +17,9 @@ import { AppConfig } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
 import { Compliance } from "../effects/compliance/service.ts"
 import { MessageEvents } from "../effects/ingest/events.ts"
+import { OutboundDispatcher } from "../effects/outbound/dispatch.ts"
+import { outboundSenderLayer } from "../effects/outbound/sender.ts"
+import { Outbound } from "../effects/outbound/service.ts"
 import { Ingest } from "../effects/ingest/service.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
@@ -27,16 +30,19 @@ import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { SmsDeliveries } from "../effects/sms/delivery.ts"
 import { smsSubscriber } from "../effects/sms/events.ts"
 import { SmsNotifications } from "../effects/sms/service.ts"
+import { Templates } from "../effects/templates/service.ts"
 import { WebhookDeliveries } from "../effects/webhooks/delivery.ts"
 import { webhookSubscriber } from "../effects/webhooks/events.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
+import { outboundMailerLayer } from "./providers/outbound-mailer.ts"
 import { receivingDomainRecheckLayer } from "./workers/receiving-domains.ts"
 import { sendingDomainRecheckLayer } from "./workers/sending-domains.ts"
 import { retentionWorkerLayer } from "./workers/retention.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
+import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
 import { webhookWorkerLayer } from "./workers/webhooks.ts"
 
@@ -57,6 +63,7 @@ const tier1 = Layer.mergeAll(
   WorkSignals.layer,
   webhookHttpLayer,
   dnsLayer,
+  outboundMailerLayer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
@@ -72,6 +79,16 @@ const tier2 = Layer.mergeAll(
   Webhooks.layer.pipe(Layer.provideMerge(WebhookDeliveries.layer)),
   SmsNotifications.layer,
   SmsDeliveries.layer,
+  Templates.layer,
+)
+
+/**
+ * Outbound mail (the From rules come from tier 2's SenderIdentities). Everything after it may
+ * send through OutboundSender, the agent's auto-replies included.
+ */
+const outbound = outboundSenderLayer.pipe(
+  Layer.provideMerge(Outbound.layer),
+  Layer.provideMerge(OutboundDispatcher.layer),
 )
 
 /**
@@ -96,6 +113,7 @@ const tier3 = Layer.mergeAll(
 
 export const servicesLayer = tier3.pipe(
   Layer.provideMerge(messageEvents),
+  Layer.provideMerge(outbound),
   Layer.provideMerge(tier2),
   Layer.provideMerge(tier1),
 )
@@ -108,4 +126,5 @@ export const workersLayer = Layer.mergeAll(
   Layer.empty,
   webhookWorkerLayer,
   smsWorkerLayer,
+  outboundWorkerLayer,
 )

@@ -8,17 +8,25 @@ import nodemailer from "nodemailer"
 import { ProviderError } from "../../effects/errors.ts"
 import { type PlatformMail, PlatformMailer } from "../../effects/ports/PlatformMailer.ts"
 
-/** Sends through the relay at `url` (`smtp://user:pass@host:port`, `smtps://…`) from `from`. */
+/**
+ * A nodemailer transport to the relay at `url` (`smtp://user:pass@host:port`, `smtps://…`),
+ * closed with the scope. Shared by platform mail and outbound mail (src/providers/outbound-relay.ts),
+ * which pools connections because batches send many messages at once.
+ */
+export const relayTransport = (url: string, options: { readonly pool?: boolean; readonly maxConnections?: number } = {}) =>
+  Effect.acquireRelease(
+    Effect.sync(() =>
+      nodemailer.createTransport({ url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000, ...options })
+    ),
+    (t) => Effect.sync(() => t.close()),
+  )
+
+/** Sends through the relay at `url` from `from`. */
 export const relayPlatformMailer = (url: string, from: string) =>
   Layer.effect(
     PlatformMailer,
     Effect.gen(function*() {
-      const transport = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          nodemailer.createTransport({ url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 })
-        ),
-        (t) => Effect.sync(() => t.close()),
-      )
+      const transport = yield* relayTransport(url)
       const send = Effect.fn("PlatformMailer.send")(function*(mail: PlatformMail) {
         yield* Effect.tryPromise({
           try: () => transport.sendMail({ from, to: mail.to, subject: mail.subject, text: mail.text, ...(mail.html ? { html: mail.html } : {}) }),

@@ -13,7 +13,9 @@ import { fakeGatewayRoutes } from "./fake-gateway.ts"
 import { complianceRoutes } from "./compliance.ts"
 import { domainRoutes } from "./domains.ts"
 import { inboundRoutes } from "./inbound.ts"
+import { outboundRoutes } from "./outbound.ts"
 import { smsRoutes } from "./sms.ts"
+import { templateRoutes } from "./templates.ts"
 import { healthRoutes } from "./system.ts"
 import { webhookRoutes } from "./webhooks.ts"
 
@@ -24,6 +26,8 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...authRoutes,
   ...apiKeyRoutes,
   ...inboundRoutes,
+  ...outboundRoutes,
+  ...templateRoutes,
   ...domainRoutes,
   ...complianceRoutes,
   ...billingRoutes,
