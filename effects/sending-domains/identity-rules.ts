@@ -47,7 +47,7 @@ export const makeSenderIdentities = Effect.gen(function*() {
     return Effect.succeed({ from: `${address.local}@${platformDomain}`, domainId: null, dkim: Option.none() })
   }
 
-  const ownDomainSender = Effect.fn("SenderIdentities.ownDomain")(function*(userId: number, domainId: number, fromAddress: string | undefined) {
+  const ownDomainSender = Effect.fn(function*(userId: number, domainId: number, fromAddress: string | undefined) {
     const domain = yield* ownedSendingDomain(db, userId, domainId)
     if (domain.status !== "verified") {
       return yield* new Forbidden({ message: `sending domain ${domain.domain} is ${domain.status}, not verified` })
@@ -74,10 +74,13 @@ export const makeSenderIdentities = Effect.gen(function*() {
     } satisfies SenderIdentity
   })
 
-  const senderIdentity: SenderIdentitiesShape["senderIdentity"] = (userId, request) =>
-    request.from_domain_id === undefined
-      ? platformSender(request.from_address)
-      : ownDomainSender(userId, request.from_domain_id, request.from_address)
+  const senderIdentity: SenderIdentitiesShape["senderIdentity"] = Effect.fn("SenderIdentities.senderIdentity")(
+    function*(userId, request) {
+      return request.from_domain_id === undefined
+        ? yield* platformSender(request.from_address)
+        : yield* ownDomainSender(userId, request.from_domain_id, request.from_address)
+    },
+  )
 
   return { senderIdentity } satisfies SenderIdentitiesShape
 })

@@ -93,6 +93,20 @@ describe("periodic re-check", () => {
     for (const r of domain.dns_records) app.dns.fail(r.host, false)
   })
 
+  it("lets POST /verify restore a suspended domain at once, and leaves it suspended while records are still missing", async () => {
+    const { apiKey, domain } = await verifiedDomain(app)
+    const dmarc = domain.dns_records[2]!
+    app.dns.remove(dmarc.host, "TXT")
+    await recheck(app, "10 hours")
+    expect(await status(apiKey)).toBe("suspended")
+    const still = await app.api.call("POST", `/api/domains/${domain.id}/verify`, { token: apiKey })
+    expect(still.status).toBe(200)
+    expect(still.body.data.status).toBe("suspended")
+    app.dns.set(dmarc.host, "TXT", [dmarc.value])
+    const back = await app.api.call("POST", `/api/domains/${domain.id}/verify`, { token: apiKey })
+    expect(back.body.data).toMatchObject({ status: "verified", verified_at: domain.verified_at })
+  })
+
   it("leaves pending domains to POST /verify", async () => {
     const { domain } = await verifiedDomain(app)
     await query(app, "UPDATE sending_domains SET status = 'pending' WHERE id = $1", [domain.id])
