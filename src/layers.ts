@@ -7,6 +7,9 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { Accounts } from "../effects/accounts/service.ts"
+import { agentSubscriber } from "../effects/agent/events.ts"
+import { AgentJobs } from "../effects/agent/jobs.ts"
+import { AgentConfigs } from "../effects/agent/service.ts"
 import { ApiKeys } from "../effects/apikeys/service.ts"
 import { GoogleIdentity } from "../effects/auth/google.ts"
 import { Authenticator } from "../effects/auth/service.ts"
@@ -42,6 +45,7 @@ import { retentionWorkerLayer } from "./workers/retention.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
+import { agentWorkerLayer } from "./workers/agent.ts"
 import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
 import { webhookWorkerLayer } from "./workers/webhooks.ts"
@@ -80,6 +84,7 @@ const tier2 = Layer.mergeAll(
   SmsNotifications.layer,
   SmsDeliveries.layer,
   Templates.layer,
+  AgentJobs.layer,
 )
 
 /**
@@ -98,8 +103,7 @@ const outbound = outboundSenderLayer.pipe(
 const messageEvents = Layer.effect(
   MessageEvents,
   Effect.gen(function*() {
-    // Add the agent's subscriber here when it lands.
-    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber]
+    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber]
     return MessageEvents.of(MessageEvents.combine(subscribers))
   }),
 )
@@ -108,6 +112,7 @@ const messageEvents = Layer.effect(
 const tier3 = Layer.mergeAll(
   // Ingest routes through InboundAddresses, so the two are built together.
   Ingest.layer.pipe(Layer.provideMerge(InboundAddresses.layer)),
+  AgentConfigs.layer,
   Layer.empty,
 )
 
@@ -127,4 +132,5 @@ export const workersLayer = Layer.mergeAll(
   webhookWorkerLayer,
   smsWorkerLayer,
   outboundWorkerLayer,
+  agentWorkerLayer,
 )

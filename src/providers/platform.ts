@@ -5,6 +5,7 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../../effects/config.ts"
+import { aiGatewayLayer } from "./ai-openai.ts"
 import { logPlatformMailer, relayPlatformMailer } from "./platform-mailer.ts"
 import { httpSmsGateway, logSmsGateway } from "./sms.ts"
 
@@ -16,6 +17,6 @@ export const platformProvidersLayer = Layer.unwrap(
       onSome: (url) => relayPlatformMailer(url, config.platformFrom),
     })
     const sms = Option.match(config.smsApiUrl, { onNone: () => logSmsGateway, onSome: httpSmsGateway })
-    return Layer.mergeAll(mailer, sms)
+    return Layer.mergeAll(mailer, sms, aiGatewayLayer)
   }),
 )

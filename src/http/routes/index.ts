@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import { AppConfig } from "../../../effects/config.ts"
 import { docsPage, openApiDocument } from "../openapi.ts"
 import { ok, type Route, route } from "../route.ts"
+import { agentRoutes } from "./agent.ts"
 import { apiKeyRoutes } from "./apikeys.ts"
 import { authRoutes } from "./auth.ts"
 import { billingRoutes } from "./billing.ts"
@@ -23,6 +24,7 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
   ...webhookRoutes,
   ...smsRoutes,
+  ...agentRoutes,
   ...authRoutes,
   ...apiKeyRoutes,
   ...inboundRoutes,
