@@ -7,7 +7,8 @@
  * is made, and only the lease holder may record):
  * - AI and outbound-provider failures (timeouts, 429, 5xx) are retried with backoff 30 s, 90 s,
  *   270 s, 810 s, at most AGENT_MAX_ATTEMPTS attempts; refusals (bad key, no balance, a From no
- *   longer allowed, suppressed) fail at once, so nothing storms.
+ *   longer allowed, suppressed) fail at once, so nothing storms. The account's outbound send rate
+ *   being busy is waited out (Retry-After plus jitter) without spending an attempt.
  * - At most one reply per message: the row is marked `sending_at` before the send is handed to
  *   outbound; an attempt that finds the mark of an interrupted one fails instead of sending again.
  * - At most one auto reply per sender and thread in 24 h (by Clock): checked and marked under a
@@ -75,15 +76,18 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
         readonly reason?: string | null
         readonly nextAt?: Date | null
         readonly outboundId?: number | null
+        /** Give the attempt back (a rate-limited send was not a failure of the reply). */
+        readonly refund?: boolean
       } = {}) =>
         Effect.gen(function*() {
           const finishedAt = status === "pending" ? null : yield* now
           yield* db.query(
             `UPDATE agent_jobs
                 SET status = $4, reason = $5, next_attempt_at = $6, finished_at = $7,
-                    outbound_message_id = COALESCE($8, outbound_message_id), sending_at = NULL, locked_until = NULL
+                    outbound_message_id = COALESCE($8, outbound_message_id), sending_at = NULL, locked_until = NULL,
+                    attempt = CASE WHEN $9 THEN attempt - 1 ELSE attempt END
               WHERE id = $1 AND attempt = $2 AND locked_until = $3`,
-            [job.id, n, job.locked_until, status, fields.reason ?? null, fields.nextAt ?? null, finishedAt, fields.outboundId ?? null],
+            [job.id, n, job.locked_until, status, fields.reason ?? null, fields.nextAt ?? null, finishedAt, fields.outboundId ?? null, fields.refund ?? false],
           )
         })
 
@@ -200,9 +204,12 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
             case "InsufficientBalance":
               return yield* finish(job, n, "failed", `insufficient balance: an auto reply costs ${AUTO_REPLY_PRICE_TZS} TZS`)
             case "RateLimited": {
+              // The account's send rate (shared with its own API sends) is busy: wait it out without
+              // spending an attempt; the kept text means no new AI call.
               const jitter = yield* Random.nextIntBetween(0, 1000)
-              const delay = Duration.millis(Math.max(1, e.retry_after_seconds) * 1000 + jitter)
-              return yield* retryOrFail(job, n, "outbound rate limit reached", true, delay)
+              const nextAt = new Date((yield* now).getTime() + Math.max(1, e.retry_after_seconds) * 1000 + jitter)
+              yield* record(job, n, "pending", { reason: "outbound rate limit reached; waiting", nextAt, refund: true })
+              return Option.some(nextAt)
             }
             case "ProviderError":
               return yield* retryOrFail(job, n, "the outbound provider failed (the charge was refunded)", true)

@@ -77,6 +77,9 @@ export const replySubject = (subject: string): string => {
   return /^re\s*:/i.test(trimmed) ? trimmed : `Re: ${trimmed}`
 }
 
+/** Longest header value outbound accepts (one line of RFC 5322). */
+const MAX_HEADER_CHARS = 998
+
 /** Message-ID tokens (`<id@host>`) of a header value. */
 const msgIds = (value: string | undefined): Array<string> => value?.match(/<[^<>\s]+>/g) ?? []
 
@@ -90,9 +93,10 @@ export const threadingHeaders = (headers: Readonly<Record<string, unknown>>, mes
   if (!own) return {}
   const earlier = msgIds(headerValue(headers, "references"))
   const parents = earlier.length > 0 ? earlier : msgIds(headerValue(headers, "in-reply-to")).slice(0, 1)
-  // Keep the chain bounded (first + most recent) as RFC 5322 allows.
-  const chain = [...parents.filter((id) => id !== own), own]
-  const kept = chain.length > 20 ? [chain[0]!, ...chain.slice(-19)] : chain
+  if (own.length > MAX_HEADER_CHARS) return {}
+  // Keep the chain within one header line: the first id and the most recent ones (RFC 5322 allows trimming).
+  const kept = [...parents.filter((id) => id !== own), own]
+  while (kept.length > 1 && kept.join(" ").length > MAX_HEADER_CHARS) kept.splice(kept.length > 2 ? 1 : 0, 1)
   return { "In-Reply-To": own, References: kept.join(" ") }
 }
 

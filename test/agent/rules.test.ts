@@ -138,5 +138,11 @@ describe("threads and reply headers", () => {
     expect(threadingHeaders(first.headers, "first@sender.example")).toEqual({ "In-Reply-To": "<first@sender.example>", References: "<first@sender.example>" })
     expect(threadingHeaders({}, null)).toEqual({})
     expect(threadingHeaders({}, "bare@sender.example")).toEqual({ "In-Reply-To": "<bare@sender.example>", References: "<bare@sender.example>" })
+    // A long chain keeps its first and latest ids within one 998-character line.
+    const ids = Array.from({ length: 40 }, (_, i) => `<message-${String(i).padStart(2, "0")}-${"x".repeat(20)}@sender.example>`)
+    const long = threadingHeaders({ "message-id": "<own@sender.example>", references: ids.join(" ") }, null)
+    expect(long.References!.length).toBeLessThanOrEqual(998)
+    expect(long.References!.startsWith(ids[0]!)).toBe(true)
+    expect(long.References!.endsWith(`${ids[39]} <own@sender.example>`)).toBe(true)
   })
 })

@@ -169,15 +169,15 @@ export const mail = (o: {
     "",
   ].join("\r\n")
 
-/** One worker round over the jobs of these addresses, with this OutboundSender. */
-export const round = (addressIds: ReadonlyArray<number>, sender: Layer.Layer<OutboundSender>) =>
+/** One worker round over the jobs of these addresses, with this OutboundSender (default: the app's real one). */
+export const round = (addressIds: ReadonlyArray<number>, sender?: Layer.Layer<OutboundSender>) =>
   Effect.gen(function*() {
     const spec = yield* agentWorkerSpec()
     return yield* runOnce({
       ...spec,
       claim: (now, limit) => Effect.map(spec.claim(now, limit), (rows) => rows.filter((r) => addressIds.includes(r.address_id))),
     })
-  }).pipe(Effect.provide(AgentReplier.layer.pipe(Layer.provide(sender))))
+  }).pipe(Effect.provide(sender ? AgentReplier.layer.pipe(Layer.provide(sender)) : AgentReplier.layer))
 
 export const jobsOf = (addressId: number) =>
   Database.use((db) => db.query<AgentJobRow>("SELECT * FROM agent_jobs WHERE address_id = $1 ORDER BY id", [addressId]))

@@ -16,7 +16,7 @@ import { Database } from "../../effects/ports/Database.ts"
 import { createAccount, type TestAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import { startDnsServer, type TestDnsServer, zoneFixture } from "../support/dns-server.ts"
-import { createAddress, fund } from "../support/inbound.ts"
+import { balance, createAddress, fund } from "../support/inbound.ts"
 import { deliver, jobsOf, mail, mailFixture, makeFakeAi, noBalance, recordingSender, round } from "./support.ts"
 
 const ai = makeFakeAi()
@@ -370,11 +370,12 @@ describe("outbound failures", () => {
     }), t0)
     expect(trace[0]!.job).toMatchObject({ status: "pending", reason: "the outbound provider failed (the charge was refunded)", sending_at: null })
     expect(trace[0]!.job.next_attempt_at!.getTime()).toBe(t0 + 30_000)
-    expect(trace[1]!.job).toMatchObject({ status: "pending", reason: "outbound rate limit reached" })
+    // A busy send rate does not spend an attempt.
+    expect(trace[1]!.job).toMatchObject({ status: "pending", attempt: 1, reason: "outbound rate limit reached; waiting" })
     const wait = trace[1]!.job.next_attempt_at!.getTime() - (t0 + 30_000)
     expect(wait).toBeGreaterThanOrEqual(1000)
     expect(wait).toBeLessThan(2000)
-    expect(trace[2]!.job).toMatchObject({ status: "replied", attempt: 3 })
+    expect(trace[2]!.job).toMatchObject({ status: "replied", attempt: 2 })
     expect(ai.requests.length - before).toBe(1)
     expect(sender.calls).toHaveLength(3)
     expect(new Set(sender.calls.map((c) => c.request.text_body)).size).toBe(1)
@@ -406,5 +407,33 @@ describe("outbound failures", () => {
     expect(sender.calls).toHaveLength(0)
     expect((await jobs(box))[0]).toMatchObject({ status: "failed", attempt: 2, sending_at: null })
     expect((await jobs(box))[0]!.reason).toMatch(/^interrupted while the reply was being sent/)
+  })
+})
+
+describe("with the real OutboundSender", () => {
+  it("answers a burst of mail within the account's send rate (2/s): waits, spends no attempt, charges 5 TZS each", async () => {
+    const box = await setup({ mode: "auto" })
+    const senders = ["amani", "baraka", "chausiku", "daudi", "eliya", "fatuma"]
+    for (const name of senders) {
+      await deliver(api, mail({ to: box.email, from: `${name} <${name}@sender.example>`, subject: `Question from ${name}` }), { to: box.email })
+    }
+    const before = await balance(api, box.account.userId)
+    const taken = await underTestClock(Effect.gen(function*() {
+      const out: Array<number> = []
+      for (let i = 0; i < 8; i++) {
+        out.push(yield* round([box.addressId]))
+        yield* TestClock.adjust("2 seconds")
+      }
+      return out
+    }))
+    const rows = await jobs(box)
+    expect(rows.map((j) => j.status)).toEqual(senders.map(() => "replied"))
+    expect(rows.every((j) => j.attempt === 1)).toBe(true)
+    // All six were taken at once; the send rate made some wait for later rounds.
+    expect(taken[0]).toBe(6)
+    expect(taken.slice(1).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+    expect(before - (await balance(api, box.account.userId))).toBe(30)
+    const sent = await api.call("GET", "/api/outbound/emails?per_page=50", { token: box.account.apiKey })
+    expect(sent.body.data.map((m: { to_addresses: Array<string> }) => m.to_addresses[0]).sort()).toEqual(senders.map((n) => `${n}@sender.example`))
   })
 })
