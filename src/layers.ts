@@ -26,6 +26,8 @@ import { Outbound } from "../effects/outbound/service.ts"
 import { Ingest } from "../effects/ingest/service.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
+import { SandboxCredentials } from "../effects/sandbox/credentials.ts"
+import { Sandbox } from "../effects/sandbox/service.ts"
 import { SenderIdentities } from "../effects/sending-domains/identity.ts"
 import { SendingDomains } from "../effects/sending-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
@@ -68,6 +70,8 @@ const tier1 = Layer.mergeAll(
   webhookHttpLayer,
   dnsLayer,
   outboundMailerLayer,
+  SandboxCredentials.layer,
+  Sandbox.layer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */

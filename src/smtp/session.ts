@@ -5,15 +5,12 @@
  * The reply table below is the one place where service errors become SMTP replies
  * (enhanced status codes per RFC 3463 lead the text).
  */
-import { Cause, Effect, Schema } from "effect"
+import { Cause, Effect } from "effect"
 import type { Route } from "../../effects/addresses/schema.ts"
 import { type Delivery, Ingest } from "../../effects/ingest/service.ts"
+import { SmtpReply } from "./common.ts"
 
-/** An SMTP answer other than success; the server writes `code message`. */
-export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
-  code: Schema.Number,
-  message: Schema.String,
-}) {}
+export { SmtpReply }
 
 /** Rejected recipients a connection may collect before it is dropped (Postfix's hard error limit). */
 export const MAX_BAD_RECIPIENTS = 20

@@ -15,6 +15,7 @@ import { complianceRoutes } from "./compliance.ts"
 import { domainRoutes } from "./domains.ts"
 import { inboundRoutes } from "./inbound.ts"
 import { outboundRoutes } from "./outbound.ts"
+import { sandboxRoutes } from "./sandbox.ts"
 import { smsRoutes } from "./sms.ts"
 import { templateRoutes } from "./templates.ts"
 import { healthRoutes } from "./system.ts"
@@ -30,6 +31,7 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...inboundRoutes,
   ...outboundRoutes,
   ...templateRoutes,
+  ...sandboxRoutes,
   ...domainRoutes,
   ...complianceRoutes,
   ...billingRoutes,

@@ -1,0 +1,100 @@
+/**
+ * The sandbox capture server on SANDBOX_SMTP_PORT: an app points its SMTP settings here during
+ * development and every message it sends is stored for the account (GET /api/sandbox/messages)
+ * instead of being delivered. smtp-server speaks the protocol (AUTH PLAIN/LOGIN, pipelining,
+ * SIZE, the recipient cap, the early-talker guard, command limits); `sandbox-session.ts` decides
+ * what to answer.
+ *
+ * AUTH is required before MAIL: the username/password is the account's SMTP login or a sandbox
+ * credential (client_id/client_secret). Any recipient is taken, since nothing leaves. A message is
+ * answered 250 only after it is stored; a client that goes away before the final dot leaves
+ * nothing behind and uses none of the month's allowance. Capture never touches the wallet.
+ *
+ * No STARTTLS: there are no certificate settings yet, and smtp-server's built-in key would only
+ * pretend. AUTH is therefore offered in the clear (allowInsecureAuth); the credentials only ever
+ * capture, but run this on trusted networks or behind a TLS-terminating proxy.
+ */
+import { Effect, type ManagedRuntime } from "effect"
+import type { AddressInfo } from "node:net"
+import { SMTPServer, type SMTPServerSession } from "smtp-server"
+import type { Settings } from "../../effects/config.ts"
+import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
+import type { Listener } from "../listeners.ts"
+import { readMessage, stepRunner } from "./common.ts"
+import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
+
+/** Recipients per message, as on the MX; more get 452. */
+export const MAX_RECIPIENTS = 100
+
+export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) =>
+  new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
+    const states = new Map<string, SandboxSessionState>()
+    const stateOf = (session: SMTPServerSession) => {
+      let state = states.get(session.id)
+      if (!state) states.set(session.id, (state = newSandboxSessionState()))
+      return state
+    }
+    const run = stepRunner(runtime, "sandbox")
+
+    const server = new SMTPServer({
+      name: settings.sandboxSmtpHost,
+      banner: "sandbox: mail is captured, never delivered",
+      size: settings.maxMessageBytes,
+      rejectOversized: true,
+      maxRecipients: MAX_RECIPIENTS,
+      disableReverseLookup: true,
+      disabledCommands: ["STARTTLS"],
+      authMethods: ["PLAIN", "LOGIN"],
+      allowInsecureAuth: true,
+      authRequiredMessage: "5.7.0 Authentication required",
+      logger: false,
+      socketTimeout: 60_000,
+      closeTimeout: 10_000,
+      maxClients: 1_000,
+
+      onAuth(auth, session, callback) {
+        run(onAuth(stateOf(session), auth.username ?? "", auth.password ?? ""), (err, login) =>
+          err ? callback(err) : callback(null, { user: login!.username }))
+      },
+
+      onMailFrom(_address, session, callback) {
+        run(onMailFrom(stateOf(session)), (err) => callback(err))
+      },
+
+      onRcptTo(_address, session, callback) {
+        run(onRecipient(stateOf(session)), (err) => callback(err))
+      },
+
+      onData(stream, session, callback) {
+        readMessage(stream, settings.maxMessageBytes, callback, (raw) => {
+          const submission = {
+            raw,
+            mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+            recipients: session.envelope.rcptTo.map((r) => r.address),
+          }
+          run(onMessage(stateOf(session), submission), (err, text) => (err ? callback(err) : callback(null, text)))
+        })
+      },
+
+      onClose(session) {
+        states.delete(session.id)
+      },
+    })
+
+    let listening = false
+    server.on("error", (err) => {
+      if (!listening) return reject(err)
+      // Socket-level trouble of one client (resets, TLS probes); never fatal to the server.
+      runtime.runFork(Effect.logDebug("sandbox: connection error", String(err)))
+    })
+    server.listen(settings.sandboxSmtpPort, "0.0.0.0", () => {
+      listening = true
+      const port = (server.server.address() as AddressInfo).port
+      runtime.runPromise(SandboxCredentials.use((c) => c.listening(port))).then(
+        () => resolve({ port, close: () => new Promise<void>((done) => server.close(() => done())) }),
+        (e) => server.close(() => reject(e)),
+      )
+    })
+  })
+
+export const sandboxListener: Listener = { name: "sandbox", start: startSandboxSmtp }
