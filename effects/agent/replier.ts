@@ -31,8 +31,11 @@ import { addressOf, replySubject, replyTo, type RuleInput, skipReason, threading
 import type { AgentConfigRow, AgentJobRow, AgentJobStatus } from "./schema.ts"
 
 export const AGENT_MAX_ATTEMPTS = 5
-/** Lease of one attempt: an AI call (30 s at most) and a send, with room to spare. */
-export const AGENT_LEASE: Duration.Input = "2 minutes"
+/**
+ * Lease of one attempt: an AI call (30 s at most) and a send through outbound (a slow relay can
+ * take a minute or more), with room to spare. It is also how long a crashed instance's job waits.
+ */
+export const AGENT_LEASE: Duration.Input = "5 minutes"
 /** An auto reply costs what any outbound recipient costs. */
 export const AUTO_REPLY_PRICE_TZS = 5
 const ANSWERED_WINDOW_MS = 24 * 60 * 60 * 1000
