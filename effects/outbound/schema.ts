@@ -4,12 +4,13 @@
  */
 import { Schema } from "effect"
 import { Id, iso } from "../shared/schema.ts"
+import { isBase64 } from "./attachments.ts"
 import { isRecipient } from "./recipients.ts"
 
 const msg = (message: string) => ({ message })
 
 /** Optional fields also take `null` (many client libraries send it for "not set"). */
-const opt = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+const opt = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
 
 export const Recipient = Schema.String.check(
   Schema.makeFilter((s: string) => isRecipient(s), msg("Expected an email address: addr@domain or Name <addr@domain>")),
@@ -29,7 +30,7 @@ export const AttachmentInput = Schema.Struct({
     Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/, msg("Expected a media type such as application/pdf")),
   ),
   size: opt(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0, msg("size must be >= 0")))),
-  data_base64: Schema.String,
+  data_base64: Schema.String.check(Schema.makeFilter((s: string) => isBase64(s), msg("Expected standard base64 content"))),
 })
 
 /** The content fields shared by single and batch sends. */

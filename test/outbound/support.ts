@@ -17,6 +17,7 @@ import type { RateLimit } from "../../effects/ratelimit/service.ts"
 import { createAccount, type AccountOptions, type TestAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import type { ShiftedClock } from "../support/clock.ts"
+import type { TestDatabase } from "../support/db.ts"
 
 export interface Received {
   readonly from: string
@@ -128,6 +129,49 @@ export const startDroppingServer = async (): Promise<{ url: string; close: () =>
   }
 }
 
+/**
+ * A server that takes whole messages and never answers the final dot: the provider has the
+ * message but the sender never learns it (what a crash at the worst moment looks like).
+ */
+export const startHangingServer = async (): Promise<{ url: string; messages: () => number; close: () => Promise<void> }> => {
+  const sockets = new Set<net.Socket>()
+  let messages = 0
+  const server = net.createServer((socket) => {
+    sockets.add(socket)
+    socket.on("close", () => sockets.delete(socket))
+    socket.on("error", () => undefined)
+    let inData = false
+    let data = ""
+    socket.write("220 hang.test ESMTP\r\n")
+    socket.on("data", (chunk) => {
+      if (inData) {
+        data += chunk.toString("utf8")
+        if (data.endsWith("\r\n.\r\n")) messages++
+        return
+      }
+      for (const line of chunk.toString("utf8").split("\r\n").filter(Boolean)) {
+        const verb = line.slice(0, 4).toUpperCase()
+        if (verb === "EHLO" || verb === "HELO") socket.write("250 hang.test\r\n")
+        else if (verb === "DATA") {
+          inData = true
+          socket.write("354 go ahead\r\n")
+        } else socket.write("250 ok\r\n")
+      }
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages: () => messages,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      }),
+  }
+}
+
 /** A loopback port nobody listens on (connection refused). */
 export const closedPort = async (): Promise<number> => {
   const server = net.createServer()
@@ -141,6 +185,8 @@ export const closedPort = async (): Promise<number> => {
 export const ROOMY_RATE: RateLimit = { limit: 100_000, window: "1 second" }
 
 export interface OutboundAppOptions {
+  /** A database kept across apps (restart tests). */
+  readonly database?: TestDatabase
   /** The relay URL; undefined keeps the embedded capture transport. */
   readonly relayUrl?: string
   readonly rate?: RateLimit
@@ -152,6 +198,7 @@ export interface OutboundAppOptions {
 export const makeOutboundApp = (o: OutboundAppOptions = {}): Promise<TestApp> =>
   makeTestApp({
     workers: o.workers ?? false,
+    ...(o.database ? { database: o.database } : {}),
     settings: { ...(o.relayUrl ? { smtpRelayUrl: Option.some(o.relayUrl) } : {}), ...o.settings },
     infrastructure: Layer.mergeAll(
       Layer.succeed(OutboundRateLimit, o.rate ?? ROOMY_RATE),
@@ -219,3 +266,12 @@ let counter = 0
 export const rcpt = (p = "r") => `${p}${++counter}-${process.pid}@dest.example`
 
 export const run = <A, E>(api: TestApp, effect: Effect.Effect<A, E, any>) => api.run(effect)
+
+/** Polls until `check` holds (for work another connection or process finishes). */
+export const eventually = async (check: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> => {
+  const until = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error("timed out waiting")
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
