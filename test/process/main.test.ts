@@ -33,7 +33,7 @@ const waitFor = async (url: string, ms: number) => {
 }
 
 describe("src/main.ts", () => {
-  it("starts on the embedded defaults and stops cleanly on SIGTERM", async () => {
+  it("starts on the embedded defaults and stops cleanly on SIGTERM", { timeout: 90_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "main-"))
     const [http, smtp, sandbox] = [await freePort(), await freePort(), await freePort()]
     let output = ""
@@ -43,7 +43,7 @@ describe("src/main.ts", () => {
     })
     child.stdout!.on("data", (d) => (output += d))
     child.stderr!.on("data", (d) => (output += d))
-    const health = await waitFor(`http://127.0.0.1:${http}/healthz`, 20_000)
+    const health = await waitFor(`http://127.0.0.1:${http}/healthz`, 60_000)
     expect((await health.json()).success).toBe(true)
     const ready = await (await waitFor(`http://127.0.0.1:${http}/readyz`, 5_000)).json()
     expect(ready.data.database).toBe("pglite")
