@@ -90,6 +90,8 @@ export interface OutboundShape {
   /** The account's messages, newest first. */
   readonly list: (userId: number, page: Page) => Effect.Effect<{ readonly rows: ReadonlyArray<OutboundMessage>; readonly total: number }, DbError>
   readonly get: (userId: number, id: number) => Effect.Effect<OutboundMessageDetail, NotFound | Forbidden | DbError>
+  /** The MIME the capture transport kept for a message (SMTP_RELAY_URL unset); 404 when it went to a relay. */
+  readonly captured: (userId: number, id: number) => Effect.Effect<Uint8Array, NotFound | Forbidden | DbError>
   readonly suppressions: (userId: number, page: Page) => Effect.Effect<{ readonly rows: ReadonlyArray<Suppression>; readonly total: number }, DbError>
   /** Takes an address off the suppression list (after the recipient fixed their mailbox). */
   readonly unsuppress: (userId: number, email: string) => Effect.Effect<void, NotFound | DbError>
@@ -358,6 +360,17 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
         return { ...toOutboundMessage(row), recipients: recipients.map(toOutboundRecipient) }
       })
 
+      const captured = Effect.fn("Outbound.captured")(function*(userId: number, id: number) {
+        yield* Effect.flatMap(db.query<{ user_id: number }>("SELECT user_id FROM outbound_messages WHERE id = $1", [id]), (rows) =>
+          owned("outbound message", rows, userId))
+        const [row] = yield* db.query<{ raw: string }>(
+          "SELECT encode(raw, 'base64') AS raw FROM outbound_captures WHERE message_id = $1 ORDER BY id DESC LIMIT 1",
+          [id],
+        )
+        if (!row) return yield* new NotFound({ message: "no capture of this message: it was handed to the SMTP relay" })
+        return new Uint8Array(Buffer.from(row.raw, "base64"))
+      })
+
       const suppressions = Effect.fn("Outbound.suppressions")(function*(userId: number, page: Page) {
         const rows = yield* db.query<SuppressionRow>(
           "SELECT * FROM suppressions WHERE user_id = $1 ORDER BY created_at DESC, email LIMIT $2 OFFSET $3",
@@ -372,7 +385,7 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
         if (rows.length === 0) return yield* new NotFound({ message: "this address is not on the suppression list" })
       })
 
-      return Outbound.of({ send, sendBatch, list, get, suppressions, unsuppress })
+      return Outbound.of({ send, sendBatch, list, get, captured, suppressions, unsuppress })
     }),
   )
 }

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import type { DatabaseShape } from "../ports/Database.ts"
 import type { MailAttachment } from "../ports/OutboundMailer.ts"
+import { toBase64 } from "../shared/crypto.ts"
 import { MESSAGE_SELECT, type OutboundMessageRow, type OutboundRecipientRow } from "./schema.ts"
 
 export type RecipientKind = "to" | "cc" | "bcc"
@@ -55,9 +56,12 @@ export const insertContent = (db: DatabaseShape, c: ContentFields, at: Date) =>
     )
     const id = row!.id
     for (const [position, a] of c.attachments.entries()) {
+      // Bytes travel as base64 text decoded by the server: PGlite takes a 10 MiB bytea parameter
+      // in ~2.5 s, the same bytes as base64 text in ~0.2 s (measured on this machine).
       yield* db.query(
-        `INSERT INTO outbound_attachments (content_id, position, filename, content_type, size, data) VALUES ($1, $2, $3, $4, $5, $6)`,
-        [id, position, a.filename, a.contentType, a.content.length, a.content],
+        `INSERT INTO outbound_attachments (content_id, position, filename, content_type, size, data)
+         VALUES ($1, $2, $3, $4, $5, decode($6, 'base64'))`,
+        [id, position, a.filename, a.contentType, a.content.length, toBase64(a.content)],
       )
     }
     return id
@@ -148,12 +152,12 @@ export const contentOf = (db: DatabaseShape, contentId: number) =>
 
 export const attachmentsOf = (db: DatabaseShape, contentId: number) =>
   Effect.map(
-    db.query<{ filename: string; content_type: string; data: Uint8Array }>(
-      "SELECT filename, content_type, data FROM outbound_attachments WHERE content_id = $1 ORDER BY position",
+    db.query<{ filename: string; content_type: string; data: string }>(
+      "SELECT filename, content_type, encode(data, 'base64') AS data FROM outbound_attachments WHERE content_id = $1 ORDER BY position",
       [contentId],
     ),
     (rows): ReadonlyArray<MailAttachment> =>
-      rows.map((r) => ({ filename: r.filename, contentType: r.content_type, content: new Uint8Array(r.data) })),
+      rows.map((r) => ({ filename: r.filename, contentType: r.content_type, content: new Uint8Array(Buffer.from(r.data, "base64")) })),
   )
 
 /**

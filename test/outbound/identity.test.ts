@@ -166,6 +166,13 @@ describe("the capture transport (SMTP_RELAY_URL unset)", () => {
       expect(raw).toContain("Subject: Captured")
       expect(raw).not.toContain(bcc)
       expect((await dkimOf(raw, `noreply@${created.domain.domain}`))[0]!.status.result).toBe("pass")
+      // The same bytes over the API, for the owner only.
+      const viaApi = await fetch(`${capture.url}/api/outbound/emails/${res.body.data.id}/raw`, { headers: { "x-api-key": owner.apiKey } })
+      expect(viaApi.status).toBe(200)
+      expect(viaApi.headers.get("content-type")).toContain("message/rfc822")
+      expect(await viaApi.text()).toBe(raw)
+      const stranger = await fundedAccount(capture, 0)
+      expect((await capture.call("GET", `/api/outbound/emails/${res.body.data.id}/raw`, { token: stranger.apiKey })).status).toBe(403)
       expect(relay.received).toHaveLength(0)
     } finally {
       await capture.stop()

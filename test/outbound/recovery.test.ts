@@ -5,6 +5,7 @@
  * of attempts, or whose sender is no longer allowed, is failed and refunded instead.
  */
 import { Effect } from "effect"
+import { simpleParser } from "mailparser"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DISPATCH_LEASE } from "../../effects/outbound/dispatch.ts"
 import { outboundWorkerSpec } from "../../src/workers/outbound.ts"
@@ -47,7 +48,9 @@ describe("a crash between charge and provider answer", () => {
     const first = await makeOutboundApp({ relayUrl: hang.url, database: db.next() })
     const a = await fundedAccount(first, 100)
     const [x, y, z] = [rcpt("x"), rcpt("y"), rcpt("z")]
-    const pending = [x, y, z].map((to) => send(first, a, { to: [to], subject: `crash ${to}`, text_body: "t" }))
+    const pdf = Buffer.from("%PDF-1.4 survives a crash \u0000\u00ff")
+    const attachments = [{ filename: "receipt.pdf", content_type: "application/pdf", data_base64: pdf.toString("base64") }]
+    const pending = [x, y, z].map((to) => send(first, a, { to: [to], subject: `crash ${to}`, text_body: "t", attachments }))
     await eventually(() => hang.messages() === 3)
     const queued = await query<{ id: number; to_addresses: Array<string> }>(
       first,
@@ -78,6 +81,14 @@ describe("a crash between charge and provider answer", () => {
       expect(await recoverOnce(second)).toBe(3)
       expect(relay.to(x)).toHaveLength(1)
       expect(relay.received).toHaveLength(1)
+      // Rebuilt from the tables: same Message-ID, same attachment bytes.
+      const parsed = await simpleParser(relay.to(x)[0]!.raw)
+      expect(parsed.subject).toBe(`crash ${x}`)
+      expect(parsed.attachments.map((p) => [p.filename, p.content.toString("hex")])).toEqual([["receipt.pdf", pdf.toString("hex")]])
+      const [mid] = await query<{ message_id_header: string }>(second, "SELECT message_id_header FROM outbound_messages WHERE id = $1", [idOf(x)])
+      expect(parsed.messageId).toBe(`<${mid!.message_id_header}>`)
+      // Attachment bytes go once nothing of the content is queued any more.
+      expect(await query(second, "SELECT 1 FROM outbound_attachments a JOIN outbound_messages m ON m.content_id = a.content_id WHERE m.user_id = $1", [a.userId])).toEqual([])
       const rows = await query<{ id: number; status: string; error_code: string | null; amount_tzs: number; attempts: number }>(
         second,
         "SELECT id, status, error_code, amount_tzs, attempts FROM outbound_messages WHERE user_id = $1 ORDER BY id",

@@ -360,6 +360,8 @@ describe("GET /api/outbound/emails[/id]", () => {
     expect(foreign.status).toBe(403)
     expect(JSON.stringify(foreign.body)).not.toContain("m0")
     expect((await detail(api, a, 99_999_999)).status).toBe(404)
+    // Mail handed to the relay has no capture.
+    expect((await api.call("GET", `/api/outbound/emails/${ids[0]}/raw`, { token: a.apiKey })).status).toBe(404)
     expect((await api.call("GET", "/api/outbound/emails", { token: other.apiKey })).body.data).toEqual([])
     const d = await detail(api, a, ids[0]!)
     expect(Object.keys(d.body.data.recipients[0]).sort()).toEqual([

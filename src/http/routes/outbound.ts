@@ -108,6 +108,23 @@ export const outboundRoutes = [
   }),
   route({
     method: "get",
+    path: "/api/outbound/emails/:id/raw",
+    auth: "key",
+    scope: "outbound:read",
+    tag,
+    summary: "The message as the local capture transport kept it (message/rfc822)",
+    description: "Only while SMTP_RELAY_URL is unset (the embedded default): what would have been sent, DKIM signature included. 404 for mail handed to a relay.",
+    params: IdParams,
+    handler: ({ params, principal }) =>
+      Effect.map(Outbound.use((o) => o.captured(principal.userId, params.id)), (raw) =>
+        ok(undefined, {
+          raw: { body: raw, contentType: "message/rfc822" },
+          // A download, never something a browser renders.
+          headers: { "Content-Disposition": `attachment; filename="outbound-${params.id}.eml"`, "X-Content-Type-Options": "nosniff" },
+        })),
+  }),
+  route({
+    method: "get",
     path: "/api/outbound/suppressions",
     auth: "key",
     scope: "outbound:read",
