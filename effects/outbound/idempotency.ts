@@ -5,9 +5,9 @@
  * under the same key is 409 CONFLICT, as is a replay while the first is still being dispatched.
  * A single send that fails as a whole releases its key (dispatch.ts), so retrying it sends.
  */
-import { Duration, Effect, Option } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
 import { Conflict, ValidationError } from "../errors.ts"
-import type { DatabaseShape } from "../ports/Database.ts"
+import { type DatabaseShape, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { sha256Hex } from "../shared/crypto.ts"
 
 export const IDEMPOTENCY_WINDOW = Duration.hours(24)
@@ -79,3 +79,40 @@ export const purgeKeys = (db: DatabaseShape, now: Date) =>
     ),
     (rows) => rows.length,
   )
+
+const isKeyRace = (e: unknown): e is DbError =>
+  typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "DbError" && isUniqueViolation(e as DbError)
+
+/**
+ * Runs `send` under an Idempotency-Key (none: just `send`). A live key answers `replay` of what
+ * it created. A twin that raced us to the key fails its charging transaction on the key's
+ * primary key (so it wrote nothing) and is then answered like a replay, or 409 while the first
+ * is still dispatching.
+ */
+export const withIdempotencyKey = <A, E>(
+  db: DatabaseShape,
+  userId: number,
+  key: Option.Option<IdempotencyKey>,
+  replay: (contentId: number) => Effect.Effect<A, DbError>,
+  send: Effect.Effect<A, E | DbError>,
+): Effect.Effect<A, E | DbError | Conflict> => {
+  if (Option.isNone(key)) return send
+  const lookup = Effect.gen(function*() {
+    const now = new Date(Number(yield* Clock.currentTimeMillis))
+    const found = yield* lookupKey(db, userId, key.value, now)
+    return Option.isSome(found) ? Option.some(yield* replay(found.value)) : Option.none<A>()
+  })
+  return Effect.gen(function*() {
+    const first = yield* lookup
+    if (Option.isSome(first)) return first.value
+    return yield* send.pipe(
+      Effect.catchIf(isKeyRace, () =>
+        Effect.flatMap(lookup, (after) =>
+          Option.isSome(after)
+            ? Effect.succeed(after.value)
+            // The twin failed as a whole and freed the key meanwhile: nothing of ours was written.
+            : Effect.fail(new Conflict({ message: "a request with this Idempotency-Key was being processed; retry it", field: IDEMPOTENCY_HEADER }))
+        )),
+    )
+  })
+}

@@ -22,7 +22,7 @@ import {
   Suppressed,
   ValidationError,
 } from "../errors.ts"
-import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
+import { Database, type DbError } from "../ports/Database.ts"
 import type { MailAttachment } from "../ports/OutboundMailer.ts"
 import { RateLimiter, type RateLimitStatus } from "../ratelimit/service.ts"
 import { type SenderIdentity, SenderIdentities } from "../sending-domains/identity.ts"
@@ -32,7 +32,7 @@ import { Templates } from "../templates/service.ts"
 import { decodeAttachments } from "./attachments.ts"
 import { type Content, headerIssues, mergeContent, type OutboundRequest, type ParsedRecipient, parseRecipients } from "./compose.ts"
 import { buildDispatch, DISPATCH_LEASE, OutboundDispatcher } from "./dispatch.ts"
-import { claimKey, type IdempotencyKey, lookupKey } from "./idempotency.ts"
+import { claimKey, type IdempotencyKey, withIdempotencyKey } from "./idempotency.ts"
 import { BATCH_CHUNK, MAX_BATCH_RECIPIENTS, MAX_RECIPIENTS, OutboundRateLimit, rateLimitKey } from "./limits.ts"
 import { normalizedEmail } from "./recipients.ts"
 import {
@@ -185,40 +185,13 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
         headers: p.content.headers,
       })
 
-      /**
-       * Runs `send` under an Idempotency-Key: a live key answers from what it created; a twin
-       * that raced us to the key fails its charging transaction (nothing written) and is then
-       * answered like a replay, or 409 while the first is still dispatching.
-       */
       const idempotent = <A, E>(
         userId: number,
         key: Option.Option<IdempotencyKey>,
         replay: (contentId: number) => Effect.Effect<A, DbError>,
         send: Effect.Effect<Sent<A>, E | DbError>,
-      ): Effect.Effect<Sent<A>, E | DbError | Conflict> =>
-        Option.match(key, {
-          onNone: () => send,
-          onSome: (k) => {
-            const lookup = Effect.gen(function*() {
-              const found = yield* lookupKey(db, userId, k, yield* now)
-              return Option.isSome(found) ? Option.some({ data: yield* replay(found.value), rateLimit: null, replayed: true } as Sent<A>) : Option.none<Sent<A>>()
-            })
-            return Effect.gen(function*() {
-              const first = yield* lookup
-              if (Option.isSome(first)) return first.value
-              return yield* send.pipe(
-                Effect.catchIf(
-                  (e): e is DbError => typeof e === "object" && e !== null && (e as { _tag?: string })._tag === "DbError" && isUniqueViolation(e as DbError),
-                  () =>
-                    Effect.flatMap(lookup, Option.match({
-                      onSome: Effect.succeed,
-                      onNone: () => Effect.die(new Error("idempotency key vanished after a unique violation")),
-                    })),
-                ),
-              )
-            })
-          },
-        })
+      ) =>
+        withIdempotencyKey(db, userId, key, (contentId) => Effect.map(replay(contentId), (data): Sent<A> => ({ data, rateLimit: null, replayed: true })), send)
 
       const replaySingle = (contentId: number) => Effect.map(messagesOfContent(db, contentId), (rows) => toOutboundMessage(rows[0]!))
 
