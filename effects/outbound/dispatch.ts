@@ -168,12 +168,13 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
               WHERE id = $1`,
             [messageId, anySent ? "sent" : "failed", anySent ? null : "RECIPIENTS_REJECTED", anySent ? result.providerMessageId : null, refund, at],
           )
-          if (refund > 0) {
+          // One refund entry per refused recipient (DECISIONS.md "Billing"), so the ledger says who.
+          for (const o of failed) {
             yield* billing.refund({
               userId: queued.user_id,
-              amount: refund,
+              amount: PRICE_PER_MESSAGE_TZS,
               reference: { type: "outbound_message", id: messageId },
-              description: `refund: ${failed.length} recipient(s) refused by the mail provider`,
+              description: `refund: ${o.email} refused by the mail provider${o.code ? ` (${o.code})` : ""}`,
             }).pipe(Effect.catchTag("ValidationError", Effect.die))
           }
           const permanent = failed.filter((o) => isPermanent(o.code))

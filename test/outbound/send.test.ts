@@ -143,10 +143,17 @@ describe("recipients the relay refuses", () => {
     expect(byEmail[busy]).toMatchObject({ kind: "bcc", status: "failed", provider_code: 450, error: "rejected" })
     expect(relay.received[0]!.to).toEqual([ok])
     expect(await balance(api, a.userId)).toBe(95)
+    // One refund entry per refused recipient.
     expect(await movements(api, a.userId)).toEqual([
       { kind: "debit", amount_tzs: -15, reference_type: "outbound_message", reference_id: String(res.body.data.id) },
-      { kind: "refund", amount_tzs: 10, reference_type: "outbound_message", reference_id: String(res.body.data.id) },
+      { kind: "refund", amount_tzs: 5, reference_type: "outbound_message", reference_id: String(res.body.data.id) },
+      { kind: "refund", amount_tzs: 5, reference_type: "outbound_message", reference_id: String(res.body.data.id) },
     ])
+    const notes = await query<{ description: string }>(api, "SELECT description FROM ledger_entries WHERE user_id = $1 AND kind = 'refund' ORDER BY id", [a.userId])
+    expect(notes.map((n) => n.description).sort()).toEqual([
+      `refund: ${busy} refused by the mail provider (450)`,
+      `refund: ${gone} refused by the mail provider (550)`,
+    ].sort())
     // Only the permanent failure is suppressed.
     const list = await api.call("GET", "/api/outbound/suppressions", { token: a.apiKey })
     expect(list.body.data.map((s: { email: string }) => s.email)).toEqual([gone])
