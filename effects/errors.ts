@@ -48,10 +48,15 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
 }) {}
 /** 409: a per-account cap was hit. */
 export class LimitReached extends Schema.TaggedError<LimitReached>()("LimitReached", withMessage) {}
-/** 429: too many requests; `retry_after_seconds` becomes the Retry-After header. */
+/**
+ * 429: too many requests; `retry_after_seconds` becomes the Retry-After header, and a known
+ * bucket (`limit`, `reset_seconds`) the `RateLimit-*` headers.
+ */
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
   message: Schema.String,
   retry_after_seconds: Schema.Number,
+  limit: Schema.optional(Schema.Number),
+  reset_seconds: Schema.optional(Schema.Number),
 }) {}
 /** 502: an upstream provider failed (sends are refunded). `detail` is logged, never returned. */
 export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {

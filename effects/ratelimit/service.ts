@@ -88,7 +88,12 @@ export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>(
         const current = yield* db.query<{ tat_ms: number }>("SELECT tat_ms FROM rate_limits WHERE key = $1", [key])
         const tat = Math.max(Number(current[0]?.tat_ms ?? now), now)
         const waitMs = Math.max(1, tat + cost * interval - capacity - now)
-        return yield* new RateLimited({ message: "too many requests, retry later", retry_after_seconds: Math.ceil(waitMs / 1000) })
+        return yield* new RateLimited({
+          message: "too many requests, retry later",
+          retry_after_seconds: Math.ceil(waitMs / 1000),
+          limit: burst,
+          reset_seconds: Math.ceil((tat - now) / 1000),
+        })
       })
 
       const reset = Effect.fn("RateLimiter.reset")(function*(key: string) {

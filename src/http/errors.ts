@@ -53,6 +53,11 @@ export const renderError = (e: unknown): Rendered => {
       return { status, code, message: e.message, errors: [{ ...(e.field ? { field: e.field } : {}), code, message: e.message }], headers }
     case "RateLimited":
       headers["Retry-After"] = String(Math.max(1, Math.ceil(e.retry_after_seconds)))
+      if (e.limit !== undefined) {
+        headers["RateLimit-Limit"] = String(e.limit)
+        headers["RateLimit-Remaining"] = "0"
+        headers["RateLimit-Reset"] = String(Math.max(1, Math.ceil(e.reset_seconds ?? e.retry_after_seconds)))
+      }
       break
     case "Pending":
       return { status, code, message: e.message, errors: [{ code, message: e.message }], headers, data: e.data }

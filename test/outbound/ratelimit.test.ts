@@ -44,6 +44,9 @@ describe("2 sends per second, burst 2", () => {
     expect(limited.status).toBe(429)
     expect(limited.body.errors[0].code).toBe("RATE_LIMITED")
     expect(limited.headers.get("retry-after")).toBe("1")
+    expect(limited.headers.get("ratelimit-limit")).toBe("2")
+    expect(limited.headers.get("ratelimit-remaining")).toBe("0")
+    expect(limited.headers.get("ratelimit-reset")).toBe("1")
     expect(await messages(a.userId)).toBe(2)
     expect(await balance(api, a.userId)).toBe(90)
 
