@@ -1,30 +1,14 @@
-/**
- * Receiving-domain re-check: every DOMAIN_RECHECK_INTERVAL each verified or suspended domain is
- * looked up again. Records gone → suspended (its mail is deferred with 451 4.4.3); records back
- * → verified. Domains are leased while checked, so several instances share the work.
- */
-import { Duration, Effect, Layer } from "effect"
-import { AppConfig } from "../../effects/config.ts"
+/** Receiving-domain re-check (a suspended domain's mail is deferred with 451 4.4.3). */
+import type { Duration } from "effect"
 import type { ReceivingDomainRow } from "../../effects/receiving-domains/schema.ts"
 import { ReceivingDomains } from "../../effects/receiving-domains/service.ts"
-import { claimDue, type WorkerSpec, workerLayer } from "./worker.ts"
+import { type DomainRecheck, domainRecheckLayer, domainRecheckWorker } from "./domain-recheck.ts"
 
-export const receivingDomainRecheckWorker = (interval: Duration.Input): WorkerSpec<ReceivingDomainRow> => ({
+const recheck: DomainRecheck<ReceivingDomainRow> = {
   name: "receiving-domain-recheck",
-  // Poll at least every minute so a domain is looked at soon after it falls due.
-  pollInterval: Duration.min(Duration.fromInputUnsafe(interval), Duration.minutes(1)),
-  batchSize: 20,
-  concurrency: 4,
-  claim: claimDue<ReceivingDomainRow>({
-    table: "receiving_domains",
-    dueColumn: "next_check_at",
-    statuses: ["verified", "suspended"],
-    lease: "2 minutes",
-  }),
-  handle: (row) => Effect.asVoid(ReceivingDomains.use((domains) => domains.recheck(row))),
-})
+  table: "receiving_domains",
+  recheck: (row) => ReceivingDomains.use((domains) => domains.recheck(row)),
+}
 
-/** The worker at DOMAIN_RECHECK_INTERVAL. */
-export const receivingDomainRecheckLayer = Layer.unwrap(
-  AppConfig.useSync((config) => workerLayer(receivingDomainRecheckWorker(config.domainRecheckInterval))),
-)
+export const receivingDomainRecheckWorker = (interval: Duration.Input) => domainRecheckWorker(recheck, interval)
+export const receivingDomainRecheckLayer = domainRecheckLayer(recheck)
