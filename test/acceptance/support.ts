@@ -180,3 +180,23 @@ export const postGatewayEvent = async (t: AuthTestApp, raw: string, signature?: 
     headers: { "content-type": "application/json", ...(sig === null ? {} : { "X-Gateway-Signature": sig }) },
   })
 }
+
+/** `npm run admin -- credit ID AMOUNT --reason TEXT`: funds a wallet the way an operator does. */
+export const creditVia = (t: AuthTestApp, userId: number, amount: number) => {
+  const command = commands.find((c) => c.name === "credit")!
+  return t.api.run(command.run([String(userId), String(amount)], { reason: "acceptance" }) as Effect.Effect<unknown, unknown>)
+}
+
+/** GET /api/billing/balance. */
+export const balanceVia = async (t: AuthTestApp, key: string): Promise<number> =>
+  expectOk(await t.api.call("GET", "/api/billing/balance", { token: key })).balance_tzs as number
+
+/** The ledger sum (GET /api/billing/transactions, signed amounts) equals the balance. */
+export const expectLedgerMatches = async (t: AuthTestApp, key: string): Promise<number> => {
+  const bal = await balanceVia(t, key)
+  const res = await t.api.call("GET", "/api/billing/transactions?per_page=100", { token: key })
+  const rows = expectOk(res) as Array<{ kind: string; amount_tzs: number }>
+  const sum = rows.reduce((acc, r) => acc + (r.kind === "debit" ? -Math.abs(r.amount_tzs) : Math.abs(r.amount_tzs)), 0)
+  expect(sum, JSON.stringify(rows)).toBe(bal)
+  return bal
+}

@@ -21,13 +21,15 @@ export interface AuthTestAppOptions {
   readonly layers?: ReadonlyArray<Layer.Layer<never, never, never>>
   /** Keep mail and SMS in the in-memory outbox (default); false uses the adapters the settings choose. */
   readonly capture?: boolean
+  /** Workers (webhook dispatcher, SMS sender, …) run when true; off by default. */
+  readonly workers?: boolean
 }
 
 export const makeAuthTestApp = async (options: AuthTestAppOptions = {}): Promise<AuthTestApp> => {
   const outbox = makeOutbox()
   const clock = shiftedClock()
   const api = await makeTestApp({
-    workers: false,
+    workers: options.workers ?? false,
     ...(options.settings ? { settings: options.settings } : {}),
     // A cast: a layer providing only References has output `never`, which `Layer<any>` does not accept.
     infrastructure: Layer.mergeAll(
