@@ -117,6 +117,14 @@ describe("inbound addresses", () => {
     expectOk(await call("GET", "/api/inbound/addresses", ro.key))
   })
 
+  it("409 LIMIT_REACHED at the 101st address; X-API-Key header works like Bearer", async () => {
+    const acc = await onboard(t)
+    for (let i = 0; i < 100; i++) await createAddress(acc, lp("lim"))
+    expectError(await call("POST", "/api/inbound/addresses", acc.key, { local_part: lp("lim") }), 409, "LIMIT_REACHED")
+    const viaHeader = await t.api.call("GET", "/api/inbound/addresses", { headers: { "x-api-key": acc.key } })
+    expect(expectOk(viaHeader)).toHaveLength(100)
+  })
+
   it("DELETE: 403 for another account's address, 404 for a missing one, 200 for one's own", async () => {
     const a = await onboard(t)
     const b = await onboard(t)
@@ -255,6 +263,15 @@ describe("receiving domains", () => {
     expectOk(await call("DELETE", `/api/inbound/addresses/${addr.id}`, acc.key))
     expectOk(await call("DELETE", `/api/inbound/domains/${d.id}`, acc.key))
     dns.remove(domain)
+  })
+
+  it("400 VALIDATION_ERROR with field domain for a bad name; 409 CONFLICT for a duplicate", async () => {
+    const acc = await onboard(t)
+    expectError(await call("POST", "/api/inbound/domains", acc.key, { domain: "not a domain" }), 400, "VALIDATION_ERROR", "domain")
+    expectError(await call("POST", "/api/inbound/domains", acc.key, {}), 400, "VALIDATION_ERROR", "domain")
+    const domain = `dup-${process.pid}-${++seq}.example.co.tz`
+    expectOk(await call("POST", "/api/inbound/domains", acc.key, { domain }), 201)
+    expectError(await call("POST", "/api/inbound/domains", acc.key, { domain }), 409, "CONFLICT")
   })
 })
 

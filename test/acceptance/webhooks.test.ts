@@ -159,6 +159,36 @@ describe("webhooks", () => {
   })
 })
 
+describe("webhook retries, 410 Gone, inactive webhooks", () => {
+  it("non-2xx → retrying with next_retry_at; 410 Gone deactivates; an inactive webhook gets no delivery", async () => {
+    const { acc, addr, email } = await setup()
+    const own = await startReceiver(answer(500, "boom"), answer(410, "gone"))
+    try {
+      const w = expectOk(await call("POST", "/api/webhook/webhooks", acc.key, { address_id: addr.id, url: own.url }), 201) as Record<string, any>
+      expect((await deliver(email, "retry me")).data?.code).toBe(250)
+      await own.waitFor(1)
+      const retrying = await waitForDeliveries(acc.key, w.id, (r) => r.some((d) => d.status === "retrying"))
+      expect(retrying[0]).toMatchObject({ status: "retrying", status_code: 500, attempt: 1 })
+      expect(retrying[0].next_retry_at).toMatch(RFC3339_Z)
+      expect(typeof retrying[0].last_error).toBe("string")
+      await own.waitFor(2)
+      expect(own.requests[1]!.headers["webhook-id"]).toBe(own.requests[0]!.headers["webhook-id"])
+      const after = await waitForDeliveries(acc.key, w.id, (r) => r.some((d) => d.status_code === 410))
+      expect(after[0].status).not.toBe("retrying")
+      const [hook] = expectOk(await call("GET", `/api/webhook/webhooks?address_id=${addr.id}`, acc.key)) as Array<any>
+      expect(hook.is_active).toBe(false)
+
+      // inactive: trigger queues nothing for it
+      const [msg] = expectOk(await call("GET", `/api/inbound/messages?address_id=${addr.id}`, acc.key)) as Array<any>
+      expectOk(await call("POST", `/api/webhook/webhooks/trigger/${msg.id}`, acc.key))
+      const rows = expectOk(await call("GET", `/api/webhook/webhooks/${w.id}/deliveries`, acc.key)) as Array<any>
+      expect(rows).toHaveLength(1)
+    } finally {
+      await own.close()
+    }
+  })
+})
+
 describe("SMS notifications", () => {
   const RULE_FIELDS = ["address_id", "created_at", "id", "is_active", "phone_number", "provider_key_prefix", "revoked_at"]
   const SMS_DELIVERY_FIELDS = ["attempt", "created_at", "id", "last_error", "message_id", "provider_message_id", "rule_id", "sent_at", "status"]
