@@ -6,7 +6,7 @@ CREATE TABLE users (
   company_name    text,
   -- stored lowercase; NULL when the account registered by phone only
   email           text UNIQUE,
-  -- normalized +255XXXXXXXXX
+  -- normalized +255 and 9 digits
   phone_number    text UNIQUE,
   -- NULL for Google-only accounts
   password_hash   text,

@@ -35,7 +35,7 @@ CREATE INDEX email_verifications_user_id ON email_verifications (user_id) WHERE 
 CREATE TABLE phone_verifications (
   id            bigserial PRIMARY KEY,
   user_id       bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-  -- normalized +255XXXXXXXXX
+  -- normalized +255 and 9 digits
   phone_number  text NOT NULL,
   code_hash     text NOT NULL,
   attempts      integer NOT NULL DEFAULT 0,

@@ -5,7 +5,7 @@ CREATE TABLE sms_rules (
   id                   bigserial PRIMARY KEY,
   user_id              bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,
   address_id           bigint NOT NULL REFERENCES inbound_addresses(id) ON DELETE CASCADE,
-  -- normalized +255XXXXXXXXX
+  -- normalized +255 and 9 digits
   phone_number         text NOT NULL,
   -- the account's own SMS provider key, AES-256-GCM under SECRETS_KEY (context "sms.provider_key")
   provider_key_sealed  text NOT NULL,
