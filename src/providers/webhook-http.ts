@@ -26,7 +26,7 @@ const MAX_BODY_BYTES = 1024
 
 type Vetted = { readonly address: string; readonly family: number }
 
-const lookupAll = (host: string) =>
+const systemLookup = (host: string) =>
   Effect.callback<Array<dns.LookupAddress>, WebhookRequestFailed>((resume) => {
     dns.lookup(host, { all: true, verbatim: true }, (err, addresses) => {
       if (err) resume(Effect.fail(new WebhookRequestFailed({ message: `cannot resolve ${host} (${err.code ?? err.message})` })))
@@ -34,14 +34,31 @@ const lookupAll = (host: string) =>
     })
   })
 
+/**
+ * Every address of `host`. With DNS_SERVERS set, those servers are asked first (A and AAAA), as
+ * for every other lookup of the service; names they do not know (`localhost`, /etc/hosts
+ * entries) fall back to the system resolver.
+ */
+const lookupAll = (resolver: dns.promises.Resolver | undefined) => (host: string) =>
+  resolver === undefined ? systemLookup(host) : Effect.gen(function*() {
+    const [v4, v6] = yield* Effect.promise(() =>
+      Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)])
+    )
+    const found = [
+      ...(v4.status === "fulfilled" ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === "fulfilled" ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ]
+    return found.length > 0 ? found : yield* systemLookup(host)
+  })
+
 /** Resolves the URL's host and checks every address; the first one is where we connect. */
-const vet = (url: URL, allowPrivate: boolean) =>
+const vet = (url: URL, allowPrivate: boolean, lookup: ReturnType<typeof lookupAll>) =>
   Effect.gen(function*() {
     const host = url.hostname.replace(/^\[|\]$/g, "")
     const literal = classifyIp(host)
     const addresses = literal !== undefined
       ? [{ address: host, family: host.includes(":") ? 6 : 4 }]
-      : yield* lookupAll(host)
+      : yield* lookup(host)
     if (addresses.length === 0) return yield* new WebhookRequestFailed({ message: `cannot resolve ${host}` })
     if (!allowPrivate) {
       for (const a of addresses) {
@@ -134,6 +151,9 @@ export const webhookHttpLayer = Layer.effect(
   WebhookTransport,
   Effect.gen(function*() {
     const config = yield* AppConfig
+    const resolver = config.dnsServers.length > 0 ? new dns.promises.Resolver({ timeout: 2_000, tries: 2 }) : undefined
+    resolver?.setServers([...config.dnsServers])
+    const lookup = lookupAll(resolver)
     return WebhookTransport.of({
       post: (req) =>
         Effect.gen(function*() {
@@ -141,7 +161,7 @@ export const webhookHttpLayer = Layer.effect(
             try: () => new URL(req.url),
             catch: () => new WebhookRequestFailed({ message: "the webhook URL cannot be parsed" }),
           })
-          const target = yield* vet(url, config.webhookAllowPrivate)
+          const target = yield* vet(url, config.webhookAllowPrivate, lookup)
           return yield* request(req, url, target)
         }).pipe(Effect.withSpan("WebhookTransport.post")),
     })

@@ -14,6 +14,7 @@ import { claimDue, runOnce } from "../../src/workers/worker.ts"
 import { createAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import { createAddress, storeMessage, storeMessageEffect } from "../support/inbound-fixtures.ts"
+import { startDnsServer } from "../support/dns-server.ts"
 import { answer, type Behaviour, startReceiver, verifySignatures, type WebhookReceiver } from "../support/webhook-receiver.ts"
 
 const TIMEOUT_MS = 600
@@ -312,6 +313,32 @@ describe("SSRF guard at delivery", () => {
     expect(rows[0]!.last_error).toMatch(/refused: localhost resolves to (127\.0\.0\.1|::1), a loopback address/)
     expect(test.body.data).toMatchObject({ delivered: false, status_code: null })
     expect(test.body.data.error).toMatch(/loopback/)
+  })
+
+  it("resolves webhook hosts through DNS_SERVERS when set, and vets what they answer", async () => {
+    const dns = await startDnsServer({ "hooks.acme.test": { A: ["127.0.0.1"] } })
+    const r = await receiver(answer(200))
+    const deliverOnce = async (app: TestApp) => {
+      const { account, addressId, hook } = await setup(`http://hooks.acme.test:${r.port}/hook`, app)
+      const rows = await underTestClock(app, Effect.gen(function*() {
+        yield* storeMessageEffect({ userId: account.userId, addressId })
+        yield* round
+        return yield* rowsOf(hook.id)
+      }))
+      await app.stop()
+      return rows[0]!
+    }
+    const open = await deliverOnce(await makeTestApp({ workers: false, settings: { dnsServers: [dns.address] }, infrastructure: shortTimeout }))
+    expect(open).toMatchObject({ status: "delivered", status_code: 200 })
+    expect(r.requests).toHaveLength(1)
+    expect(dns.queries()).toBeGreaterThan(0)
+    const closed = await deliverOnce(
+      await makeTestApp({ workers: false, settings: { dnsServers: [dns.address], webhookAllowPrivate: false }, infrastructure: shortTimeout }),
+    )
+    await dns.close()
+    expect(closed).toMatchObject({ status: "failed", status_code: null })
+    expect(closed.last_error).toMatch(/refused: hooks\.acme\.test resolves to 127\.0\.0\.1, a loopback address/)
+    expect(r.requests).toHaveLength(1)
   })
 
   it("refuses a literal private URL stored before the setting changed", async () => {
