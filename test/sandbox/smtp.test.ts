@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Billing } from "../../effects/billing/service.ts"
 import { createAccount } from "../support/accounts.ts"
-import { connectSmtp, dataBlock, transaction } from "../support/smtp-client.ts"
+import { connectSmtp, dataBlock, throwJunk, transaction } from "../support/smtp-client.ts"
 import { plainMessage } from "../support/inbound.ts"
 import {
   capturedCount,
@@ -261,20 +261,7 @@ describe("the SMTP conversation", () => {
   })
 
   it("survives junk: binary garbage, unknown commands, an HTTP request, talking before the greeting", async () => {
-    const junk = await connectSmtp(app.port)
-    junk.write(Buffer.concat([randomBytes(2000), Buffer.from("\r\n")]))
-    for (let i = 0; i < 12; i++) junk.write(`XYZZY ${i}\r\n`)
-    const codes: Array<number> = []
-    for (;;) {
-      const r = await junk.reply().catch(() => undefined)
-      if (!r) break
-      codes.push(r.code)
-    }
-    expect(codes.at(-1)).toBe(421)
-    const http = await connectSmtp(app.port)
-    http.write("GET / HTTP/1.1\r\nHost: sandbox\r\n\r\n")
-    expect((await http.reply()).code).toBe(421)
-    await http.closed
+    expect(await throwJunk(app.port)).toEqual({ junk: 421, http: 421 })
     const early = await connectSmtp(app.port, { waitGreeting: false })
     early.write(`EHLO early.example.net\r\nAUTH PLAIN ${plain("a", "b")}\r\n`)
     expect((await early.reply()).code).toBe(421)

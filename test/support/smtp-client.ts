@@ -135,3 +135,26 @@ export const sendRaw = async (
     smtp.destroy()
   }
 }
+
+/**
+ * Throws junk at an SMTP server the way scanners do: 2,000 random bytes and a dozen unknown
+ * commands on one connection, then an HTTP request on another. Returns the last reply code of
+ * each (a well-behaved server ends both with 421 and closes).
+ */
+export const throwJunk = async (port: number): Promise<{ readonly junk: number | undefined; readonly http: number }> => {
+  const { randomBytes } = await import("node:crypto")
+  const junk = await connectSmtp(port)
+  junk.write(Buffer.concat([randomBytes(2000), Buffer.from("\r\n")]))
+  for (let i = 0; i < 12; i++) junk.write(`XYZZY ${i}\r\n`)
+  const codes: Array<number> = []
+  for (;;) {
+    const r = await junk.reply().catch(() => undefined)
+    if (!r) break
+    codes.push(r.code)
+  }
+  const http = await connectSmtp(port)
+  http.write("GET / HTTP/1.1\r\nHost: smtp\r\n\r\n")
+  const httpCode = (await http.reply()).code
+  await http.closed
+  return { junk: codes.at(-1), http: httpCode }
+}
