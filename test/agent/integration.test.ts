@@ -22,20 +22,25 @@ const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 10
   }
 }
 
-describe("draft mode over SMTP", () => {
-  const ai = makeFakeAi()
-  let dns: TestDnsServer
-  let app: TestApp
+/** The whole service with a fake AI gateway and the platform zone on a loopback DNS server, per describe block. */
+const agentOverSmtp = () => {
+  const env = { ai: makeFakeAi(), dns: undefined as unknown as TestDnsServer, app: undefined as unknown as TestApp }
   beforeAll(async () => {
-    dns = await startDnsServer(zoneFixture("platform.json"))
-    app = await makeTestApp({ settings: { ...ai.settings, dnsServers: [dns.address] }, infrastructure: ai.layer })
+    env.dns = await startDnsServer(zoneFixture("platform.json"))
+    env.app = await makeTestApp({ settings: { ...env.ai.settings, dnsServers: [env.dns.address] }, infrastructure: env.ai.layer })
   })
   afterAll(async () => {
-    await app?.stop()
-    await dns?.close()
+    await env.app?.stop()
+    await env.dns?.close()
   })
+  return env
+}
+
+describe("draft mode over SMTP", () => {
+  const env = agentOverSmtp()
 
   it("turns a customer's mail into a stored draft within moments, and skips a bounce", async () => {
+    const { app, ai } = env
     const account = await createAccount(app)
     await fund(app, account.userId, 2_000)
     const address = await createAddress(app, account.apiKey, "e2e-agent")
@@ -93,19 +98,10 @@ describe("draft mode over SMTP", () => {
 })
 
 describe("auto mode over SMTP with the real outbound", () => {
-  const ai = makeFakeAi()
-  let dns: TestDnsServer
-  let app: TestApp
-  beforeAll(async () => {
-    dns = await startDnsServer(zoneFixture("platform.json"))
-    app = await makeTestApp({ settings: { ...ai.settings, dnsServers: [dns.address] }, infrastructure: ai.layer })
-  })
-  afterAll(async () => {
-    await app?.stop()
-    await dns?.close()
-  })
+  const env = agentOverSmtp()
 
   it("sends the reply through outbound (captured locally), threaded and marked, and debits 5 TZS", async () => {
+    const { app, ai } = env
     const account = await createAccount(app)
     await fund(app, account.userId, 2_000)
     const address = await createAddress(app, account.apiKey, "e2e-auto")
