@@ -1,23 +1,19 @@
 /**
- * Web Crypto helpers shared by every capability (both Node 24 and Deno 2 have `crypto.subtle`).
- * Secrets come from the platform CSPRNG, not Effect's `Random`: Random is a seedable PRNG meant
- * for deterministic tests, and a predictable API key or webhook secret would be a vulnerability.
+ * Web Crypto helpers shared by every capability (both Node 24 and Deno 2 have `crypto.subtle`,
+ * `node:buffer` and `node:crypto`). Secrets come from the platform CSPRNG, not Effect's `Random`:
+ * Random is a seedable PRNG meant for deterministic tests, and a predictable API key or webhook
+ * secret would be a vulnerability.
  */
 import { Effect } from "effect"
+import { Buffer } from "node:buffer"
+import { timingSafeEqual as constantTimeEqual } from "node:crypto"
 
 const enc = new TextEncoder()
 
-export const toHex = (bytes: Uint8Array): string => {
-  let out = ""
-  for (const b of bytes) out += b.toString(16).padStart(2, "0")
-  return out
-}
+export const toHex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex")
 
-export const fromHex = (hex: string): Uint8Array => {
-  const out = new Uint8Array(hex.length / 2)
-  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16)
-  return out
-}
+/** Callers pass checked hex (even length, hex digits only); a copy, not a pooled Buffer. */
+export const fromHex = (hex: string): Uint8Array => new Uint8Array(Buffer.from(hex, "hex"))
 
 export const toBase64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64")
 export const toBase64Url = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64url")
@@ -50,12 +46,12 @@ export const hmacSha256 = (key: string | Uint8Array, data: string | Uint8Array):
 export const hmacSha256Hex = (key: string | Uint8Array, data: string | Uint8Array): Effect.Effect<string> =>
   Effect.map(hmacSha256(key, data), toHex)
 
-/** Constant-time comparison of two strings (length leaks, content does not). */
+/**
+ * Constant-time comparison of two strings (length leaks, content does not). node:crypto only
+ * compares equal lengths; every caller compares digests or codes of a fixed, public length.
+ */
 export const timingSafeEqual = (a: string, b: string): boolean => {
-  const x = enc.encode(a)
-  const y = enc.encode(b)
-  let diff = x.length ^ y.length
-  const n = Math.max(x.length, y.length)
-  for (let i = 0; i < n; i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0)
-  return diff === 0
+  const x = Buffer.from(a, "utf8")
+  const y = Buffer.from(b, "utf8")
+  return x.length === y.length && constantTimeEqual(x, y)
 }
