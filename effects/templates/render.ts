@@ -4,11 +4,9 @@
  * variable filled from end-user input cannot inject markup or links; `{{{key}}}` inserts a
  * value as raw HTML when the caller means it (the Mustache convention).
  */
+import { escapeHtml } from "../shared/html.ts"
 
 const PLACEHOLDER = /\{\{\{\s*([^{}\s]+)\s*\}\}\}|\{\{\s*([^{}\s]+)\s*\}\}/g
-
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
 
 export type Variables = Readonly<Record<string, string>>
 

@@ -3,6 +3,7 @@
  * requests), served at /api/openapi.json, and a small reference page at /docs.
  */
 import { Schema } from "effect"
+import { escapeHtml } from "../../effects/shared/html.ts"
 import type { Route } from "./route.ts"
 
 type JsonObject = Record<string, unknown>
@@ -137,8 +138,6 @@ export const openApiDocument = (routes: ReadonlyArray<Route>, baseUrl: string): 
     },
   }
 }
-
-const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[ch]!)
 
 /** A dependency-free reference page: every operation grouped by tag, with auth and scope. */
 export const docsPage = (routes: ReadonlyArray<Route>): string => {

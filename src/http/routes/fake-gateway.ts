@@ -5,13 +5,11 @@
  */
 import { Effect, Option, Schema } from "effect"
 import { NotFound } from "../../../effects/errors.ts"
+import { escapeHtml } from "../../../effects/shared/html.ts"
 import { type Delivery, FAKE_CHECKOUT_PATH, FakeGateway, type FakeGatewayPayment } from "../../providers/payment-fake.ts"
 import { ok, route } from "../route.ts"
 
 const Params = Schema.Struct({ reference: Schema.String.check(Schema.isPattern(/^fake_[0-9a-f]{24}$/)) })
-
-const escape = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
 
 const tzs = (n: number) => `TZS ${n.toLocaleString("en-US")}`
 
@@ -24,12 +22,12 @@ const STATUS_TEXT: Record<FakeGatewayPayment["status"], string> = {
 
 const deliveryText = (d: Delivery) =>
   d.ok
-    ? `The merchant was notified: HTTP ${d.status}, ${escape(d.outcome ?? "accepted")}.`
-    : `Notifying the merchant failed (${d.status === null ? "no answer" : `HTTP ${d.status}`}: ${escape(d.error)}). ` +
+    ? `The merchant was notified: HTTP ${d.status}, ${escapeHtml(d.outcome ?? "accepted")}.`
+    : `Notifying the merchant failed (${d.status === null ? "no answer" : `HTTP ${d.status}`}: ${escapeHtml(d.error)}). ` +
       "Press the button again to re-send the event."
 
 export const checkoutPage = (p: FakeGatewayPayment, delivery?: Delivery): string => {
-  const action = `${FAKE_CHECKOUT_PATH}/${escape(p.provider_reference)}`
+  const action = `${FAKE_CHECKOUT_PATH}/${escapeHtml(p.provider_reference)}`
   const buttons = p.status === "open"
     ? `<form method="post" action="${action}/pay"><button class="pay" type="submit">Pay ${tzs(p.amount_tzs)}</button></form>
        <form method="post" action="${action}/fail"><button class="fail" type="submit">Fail the payment</button></form>`
@@ -51,9 +49,9 @@ export const checkoutPage = (p: FakeGatewayPayment, delivery?: Delivery): string
 <div class="amount">${tzs(p.amount_tzs)}</div>
 <dl>
  <dt>Status</dt><dd id="status" data-status="${p.status}">${STATUS_TEXT[p.status]}</dd>
- <dt>Channel</dt><dd>${p.channel === "ussd_push" ? `USSD push to ${escape(p.phone_number ?? "")}` : "Card or mobile money"}</dd>
- <dt>Merchant reference</dt><dd>${escape(p.reference)}</dd>
- <dt>Gateway reference</dt><dd>${escape(p.provider_reference)}</dd>
+ <dt>Channel</dt><dd>${p.channel === "ussd_push" ? `USSD push to ${escapeHtml(p.phone_number ?? "")}` : "Card or mobile money"}</dd>
+ <dt>Merchant reference</dt><dd>${escapeHtml(p.reference)}</dd>
+ <dt>Gateway reference</dt><dd>${escapeHtml(p.provider_reference)}</dd>
  <dt>Link valid until</dt><dd>${p.expires_at.toISOString()}</dd>
 </dl>
 ${delivery ? `<div class="result" id="delivery">${deliveryText(delivery)}</div>` : ""}
