@@ -1,11 +1,15 @@
 /**
  * Server-side request forgery guard: which IP addresses a customer-supplied URL may make this
- * server connect to. Pure parsing and range tables (no node:net), so the same rule runs at
- * creation (literal IPs in a URL) and at delivery (every address the host name resolves to).
+ * server connect to. The same rule runs at creation (literal IPs in a URL) and at delivery
+ * (every address the host name resolves to). What counts as an IP literal is the runtime's own
+ * answer (`node:net` isIP, what a socket would connect to as an address); the range math is
+ * ipaddr.js's; the tables below are the policy.
  *
  * Embedded IPv4 forms are classified by the IPv4 inside (`::ffff:127.0.0.1`, NAT64 `64:ff9b::/96`,
  * 6to4 `2002::/16`), because a connection to them reaches that IPv4 host.
  */
+import ipaddr from "ipaddr.js"
+import { isIP } from "node:net"
 
 export type IpClass =
   | "public"
@@ -20,127 +24,74 @@ export type IpClass =
   | "documentation"
   | "reserved"
 
-/** Strict dotted-quad (`127.0.0.1`); leading zeros and short forms are not accepted here. */
-export const parseIPv4 = (s: string): Array<number> | undefined => {
-  const parts = s.split(".")
-  if (parts.length !== 4) return undefined
-  const out: Array<number> = []
-  for (const p of parts) {
-    if (!/^(0|[1-9]\d{0,2})$/.test(p)) return undefined
-    const n = Number(p)
-    if (n > 255) return undefined
-    out.push(n)
-  }
-  return out
+const v4 = (...cidrs: ReadonlyArray<string>) => cidrs.map((c) => ipaddr.IPv4.parseCIDR(c))
+const v6 = (...cidrs: ReadonlyArray<string>) => cidrs.map((c) => ipaddr.IPv6.parseCIDR(c))
+
+// First match wins (subnetMatch walks the keys in order): broadcast before reserved 240/4.
+const V4_RANGES = {
+  unspecified: v4("0.0.0.0/8"),
+  private: v4("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"),
+  cgnat: v4("100.64.0.0/10"),
+  loopback: v4("127.0.0.0/8"),
+  "link-local": v4("169.254.0.0/16"),
+  documentation: v4("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"),
+  broadcast: v4("255.255.255.255/32"),
+  multicast: v4("224.0.0.0/4"),
+  reserved: v4("192.0.0.0/24", "192.88.99.0/24", "198.18.0.0/15", "240.0.0.0/4"),
+} satisfies Partial<Record<IpClass, unknown>>
+
+// Checked after the embedded IPv4 forms are unwrapped; `reserved` last, as it spans everything
+// outside global unicast 2000::/3 (IPv4-compatible ::/96, discard 100::/64, site-local, …).
+const V6_RANGES = {
+  unspecified: v6("::/128"),
+  loopback: v6("::1/128"),
+  // Local-use NAT64 (RFC 8215) and deprecated site-local: networks of the operator's own.
+  private: v6("64:ff9b:1::/48", "fec0::/10"),
+  "unique-local": v6("fc00::/7"),
+  "link-local": v6("fe80::/10"),
+  multicast: v6("ff00::/8"),
+  documentation: v6("2001:db8::/32", "3fff::/20"),
+  // IETF protocol assignments (Teredo, ORCHID, …) and all outside 2000::/3.
+  reserved: v6("2001::/23", "::/3", "4000::/2", "8000::/1"),
+} satisfies Partial<Record<IpClass, unknown>>
+
+const NAT64 = ipaddr.IPv6.parseCIDR("64:ff9b::/96")
+const SIX_TO_FOUR = ipaddr.IPv6.parseCIDR("2002::/16")
+
+/** The IPv4 host an IPv6 address reaches, for the forms that embed one. */
+const embeddedIPv4 = (ip: ipaddr.IPv6): ipaddr.IPv4 | undefined => {
+  if (ip.isIPv4MappedAddress()) return ip.toIPv4Address()
+  const bytes = ip.toByteArray()
+  if (ip.match(NAT64)) return new ipaddr.IPv4(bytes.slice(12))
+  if (ip.match(SIX_TO_FOUR)) return new ipaddr.IPv4(bytes.slice(2, 6)) // 2002:AABB:CCDD::/48
+  return undefined
 }
 
-/** IPv6 text (with `::`, an embedded IPv4 tail, an optional `%zone`, optional brackets) → 16 bytes. */
-export const parseIPv6 = (input: string): Array<number> | undefined => {
-  let s = input.startsWith("[") && input.endsWith("]") ? input.slice(1, -1) : input
-  const zone = s.indexOf("%")
-  if (zone >= 0) s = s.slice(0, zone)
-  if (!s.includes(":")) return undefined
-  let tail: Array<number> = []
-  const lastColon = s.lastIndexOf(":")
-  if (s.slice(lastColon + 1).includes(".")) {
-    const v4 = parseIPv4(s.slice(lastColon + 1))
-    if (!v4) return undefined
-    tail = v4
-    s = s.slice(0, lastColon + 1) // "::ffff:" or "::"
-    if (!s.endsWith("::")) s = s.slice(0, -1)
-  }
-  const want = tail.length ? 6 : 8
-  const halves = s.split("::")
-  if (halves.length > 2) return undefined
-  const groups = (h: string) => (h === "" ? [] : h.split(":"))
-  let words: Array<string>
-  if (halves.length === 2) {
-    const head = groups(halves[0]!)
-    const rest = groups(halves[1]!)
-    const fill = want - head.length - rest.length
-    if (fill < 1) return undefined
-    words = [...head, ...Array.from({ length: fill }, () => "0"), ...rest]
-  } else {
-    words = groups(s)
-  }
-  if (words.length !== want) return undefined
-  const out: Array<number> = []
-  for (const w of words) {
-    if (!/^[0-9a-fA-F]{1,4}$/.test(w)) return undefined
-    const n = Number.parseInt(w, 16)
-    out.push(n >> 8, n & 0xff)
-  }
-  return [...out, ...tail]
-}
+const classifyIPv4 = (ip: ipaddr.IPv4): IpClass => ipaddr.subnetMatch(ip, V4_RANGES, "public") as IpClass
 
-const inV4 = (ip: ReadonlyArray<number>, base: ReadonlyArray<number>, bits: number): boolean => {
-  for (let i = 0; i < 4; i++) {
-    const take = Math.max(0, Math.min(8, bits - i * 8))
-    if (take === 0) return true
-    const mask = (0xff << (8 - take)) & 0xff
-    if ((ip[i]! & mask) !== (base[i]! & mask)) return false
-  }
-  return true
-}
-
-const V4_RANGES: ReadonlyArray<readonly [ReadonlyArray<number>, number, IpClass]> = [
-  [[0, 0, 0, 0], 8, "unspecified"],
-  [[10, 0, 0, 0], 8, "private"],
-  [[100, 64, 0, 0], 10, "cgnat"],
-  [[127, 0, 0, 0], 8, "loopback"],
-  [[169, 254, 0, 0], 16, "link-local"],
-  [[172, 16, 0, 0], 12, "private"],
-  [[192, 0, 0, 0], 24, "reserved"],
-  [[192, 0, 2, 0], 24, "documentation"],
-  [[192, 88, 99, 0], 24, "reserved"],
-  [[192, 168, 0, 0], 16, "private"],
-  [[198, 18, 0, 0], 15, "reserved"],
-  [[198, 51, 100, 0], 24, "documentation"],
-  [[203, 0, 113, 0], 24, "documentation"],
-  [[224, 0, 0, 0], 4, "multicast"],
-  [[255, 255, 255, 255], 32, "broadcast"],
-  [[240, 0, 0, 0], 4, "reserved"],
-]
-
-export const classifyIPv4 = (ip: ReadonlyArray<number>): IpClass => {
-  for (const [base, bits, cls] of V4_RANGES) if (inV4(ip, base, bits)) return cls
-  return "public"
-}
-
-const word = (b: ReadonlyArray<number>, i: number) => (b[i * 2]! << 8) | b[i * 2 + 1]!
-const zeros = (b: ReadonlyArray<number>, from: number, to: number) => b.slice(from, to).every((x) => x === 0)
-
-export const classifyIPv6 = (b: ReadonlyArray<number>): IpClass => {
-  if (zeros(b, 0, 10) && b[10] === 0xff && b[11] === 0xff) return classifyIPv4(b.slice(12)) // ::ffff:a.b.c.d
-  if (zeros(b, 0, 16)) return "unspecified"
-  if (zeros(b, 0, 15) && b[15] === 1) return "loopback"
-  if (zeros(b, 0, 12)) return "reserved" // deprecated IPv4-compatible ::a.b.c.d
-  const w0 = word(b, 0)
-  if (w0 === 0x64 && word(b, 1) === 0xff9b && zeros(b, 4, 12)) return classifyIPv4(b.slice(12)) // NAT64 64:ff9b::/96
-  if (w0 === 0x64 && word(b, 1) === 0xff9b && word(b, 2) === 1) return "private" // local-use NAT64 64:ff9b:1::/48
-  if (w0 === 0x2002) { // 6to4 2002:AABB:CCDD::/48 reaches the IPv4 AA.BB.CC.DD
-    const v4 = classifyIPv4(b.slice(2, 6))
-    return v4 === "public" ? "public" : v4
-  }
-  if ((w0 & 0xfe00) === 0xfc00) return "unique-local" // fc00::/7
-  if ((w0 & 0xffc0) === 0xfe80) return "link-local" // fe80::/10
-  if ((w0 & 0xffc0) === 0xfec0) return "private" // deprecated site-local fec0::/10
-  if ((w0 & 0xff00) === 0xff00) return "multicast"
-  if (w0 === 0x2001 && word(b, 1) === 0x0db8) return "documentation"
-  if (w0 === 0x3fff && (word(b, 1) & 0xf000) === 0) return "documentation" // 3fff::/20
-  if (w0 === 0x2001 && word(b, 1) < 0x0200) return "reserved" // IETF protocol assignments (Teredo, ORCHID, …)
-  if (w0 === 0x0100 && zeros(b, 2, 8)) return "reserved" // discard-only 100::/64
-  if ((w0 & 0xe000) !== 0x2000) return "reserved" // outside global unicast 2000::/3
-  return "public"
+/**
+ * Literals as the runtime takes them: dotted quads without leading zeros or short forms
+ * (`0x7f.1` is a host name to a socket), IPv6 with an optional `%zone`, in brackets or not.
+ */
+const parseIp = (input: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined => {
+  const s = input.startsWith("[") && input.endsWith("]") ? input.slice(1, -1) : input
+  const family = isIP(s)
+  if (family === 4 && s === input) return ipaddr.IPv4.parse(s)
+  if (family !== 6) return undefined
+  const ip = ipaddr.IPv6.parse(s)
+  // ipaddr.js reads the deprecated IPv4-compatible `::a.b.c.d` as IPv4-mapped; it is the address
+  // ::/96 (RFC 4291 2.5.5.1) that nothing routes, so it gets the bits it spells.
+  return s.startsWith("::") && !s.slice(2).includes(":")
+    ? new ipaddr.IPv6([0, 0, 0, 0, 0, 0, ip.parts[6]!, ip.parts[7]!])
+    : ip
 }
 
 /** The class of an IP literal, or undefined when `ip` is not one. */
 export const classifyIp = (ip: string): IpClass | undefined => {
-  const v4 = parseIPv4(ip)
-  if (v4) return classifyIPv4(v4)
-  const v6 = parseIPv6(ip)
-  return v6 ? classifyIPv6(v6) : undefined
+  const parsed = parseIp(ip)
+  if (parsed === undefined) return undefined
+  if (parsed.kind() === "ipv4") return classifyIPv4(parsed as ipaddr.IPv4)
+  const v6 = parsed as ipaddr.IPv6
+  const inner = embeddedIPv4(v6)
+  return inner ? classifyIPv4(inner) : ipaddr.subnetMatch(v6, V6_RANGES, "public") as IpClass
 }
-
-/** True for an IP literal a server may connect to on a customer's behalf. */
-export const isPublicIp = (ip: string): boolean => classifyIp(ip) === "public"

@@ -2,7 +2,7 @@
 import { Result } from "effect"
 import * as net from "node:net"
 import { describe, expect, it } from "vitest"
-import { classifyIp, isPublicIp, parseIPv6 } from "../../effects/shared/ssrf.ts"
+import { classifyIp } from "../../effects/shared/ssrf.ts"
 import { checkWebhookUrl } from "../../effects/webhooks/url.ts"
 
 describe("classifyIp", () => {
@@ -42,25 +42,44 @@ describe("classifyIp", () => {
     ["100.128.0.1", "public"],
     ["2606:4700:4700::1111", "public"],
     ["::ffff:8.8.8.8", "public"],
+    ["64:ff9b::8.8.8.8", "public"],
+    ["64:ff9b::10.0.0.1", "private"],
+    ["64:ff9b:1::1", "private"],
+    ["2002:c0a8:101::1", "private"],
+    ["2002:808:808::1", "public"],
+    ["fec0::1", "private"],
+    ["3fff::1", "documentation"],
+    ["2001::1", "reserved"],
+    ["100::1", "reserved"],
+    ["4000::1", "reserved"],
+    ["::7f00:1", "reserved"],
+    // The deprecated IPv4-compatible spelling is ::/96, whatever IPv4 it spells.
+    ["::127.0.0.1", "reserved"],
+    ["::8.8.8.8", "reserved"],
+    ["::0.0.0.1", "loopback"],
+    ["::0.0.0.0", "unspecified"],
   ])("%s is %s", (ip, cls) => {
     expect(classifyIp(ip)).toBe(cls)
   })
 
-  it.each(["example.com", "1.2.3", "256.1.1.1", "01.2.3.4", "1:2:3:4:5:6:7:8:9", "1::2::3", "::ffff:1.2.3.256", "gggg::1", ""])(
+  it.each([
+    "example.com", "1.2.3", "256.1.1.1", "01.2.3.4", "1:2:3:4:5:6:7:8:9", "1::2::3", "::ffff:1.2.3.256", "gggg::1", "",
+    "::ffff:0x7f.0.0.1", "::ffff:01.2.3.4", "[1.2.3.4]", " 1.2.3.4",
+  ])(
     "%j is not an IP literal",
     (s) => {
       expect(classifyIp(s)).toBeUndefined()
-      expect(isPublicIp(s)).toBe(false)
     },
   )
 
-  it("parses IPv6 the same way as node:net", () => {
+  it("takes every IPv6 form node:net takes, an IPv4 tail as the last 32 bits", () => {
     for (const ip of ["::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "::1.2.3.4", "a:b::c:d"]) {
       expect(net.isIPv6(ip)).toBe(true)
-      expect(parseIPv6(ip)).toHaveLength(16)
+      expect(classifyIp(ip)).toBeDefined()
     }
-    const bytes = parseIPv6("1:2:3:4:5:6:1.2.3.4")!
-    expect(bytes.slice(10)).toEqual([0, 6, 1, 2, 3, 4])
+    // The tail lands where a NAT64 prefix expects its IPv4 host.
+    expect(classifyIp("64:ff9b::169.254.169.254")).toBe("link-local")
+    expect(classifyIp("64:ff9b:0:0:0:0:127.0.0.1")).toBe("loopback")
   })
 })
 
