@@ -181,6 +181,20 @@ describe("Google sign-in", () => {
     },
   )
 
+  it("fetches Google's keys once per hour, not per sign-in (time from the Clock)", async () => {
+    t.clock.advance("61 minutes")
+    const before = fetched.length
+    for (let i = 0; i < 3; i++) expect((await signIn(await sign(claims()))).status).toBe(200)
+    expect(fetched.length - before).toBe(1)
+    t.clock.advance("59 minutes")
+    expect((await signIn(await sign(claims()))).status).toBe(200)
+    expect(fetched.length - before).toBe(1)
+    t.clock.advance("2 minutes")
+    expect((await signIn(await sign(claims()))).status).toBe(200)
+    expect(fetched.length - before).toBe(2)
+    expect(fetched.every((url) => url === JWKS_URL)).toBe(true)
+  })
+
   it("answers 502 PROVIDER_ERROR when the JWKS cannot be fetched (after the cache expired)", async () => {
     t.clock.advance("61 minutes")
     jwksStatus = 500
