@@ -5,11 +5,15 @@
  * domains: only misses may suspend a verified domain.
  *
  * The matchers are strict where receivers are: a second SPF or DMARC record makes both invalid
- * (RFC 7208 4.5, RFC 7489 6.6.3), so it is a miss, not a match.
+ * (RFC 7208 4.5, RFC 7489 6.6.3), so it is a miss, not a match. Whether SPF lets our mail server
+ * send is what a receiver would compute: mailauth evaluates the policy (include: chains, ip4/ip6
+ * ranges, a, mx, redirect=, the 10-lookup limit) with every lookup through the Dns port.
  */
 import { Effect } from "effect"
+import { spf } from "mailauth"
 import { Dns } from "../ports/Dns.ts"
 import { type Outcome, outcome } from "../receiving-domains/check.ts"
+import { mailauthResolver } from "../shared/dns-resolver.ts"
 import { DKIM_SELECTOR } from "./schema.ts"
 
 export type SendingRecord = "DKIM" | "SPF" | "DMARC"
@@ -53,21 +57,36 @@ export const dkimMatches = (records: TxtRecords, publicKey: string): boolean => 
 
 const isSpf = (value: string) => /^v=spf1(\s|$)/i.test(value)
 
-/**
- * The one SPF record, ending `-all`, that passes our mail server: its address (`ip4:`/`ip6:`,
- * optionally `/32` or `/128`) or an `mx` mechanism, with no qualifier or `+`.
- */
-export const spfMatches = (records: TxtRecords, mailServerIp: string): boolean => {
+/** The one SPF record, ending `-all` (SPEC.md: a softer ending lets forged mail through). */
+export const spfEndsWithFail = (records: TxtRecords): boolean => {
   const spf = records.map(text).filter(isSpf)
-  if (spf.length !== 1) return false
-  const terms = spf[0]!.toLowerCase().split(/\s+/).slice(1)
-  if (terms.at(-1) !== "-all") return false
-  const ip = mailServerIp.toLowerCase()
-  return terms.some((term) => {
-    const t = term.startsWith("+") ? term.slice(1) : term
-    return /^mx(?:[:/]|$)/.test(t) || new RegExp(`^ip[46]:${ip.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?:/(?:32|128))?$`).test(t)
-  })
+  return spf.length === 1 && spf[0]!.toLowerCase().split(/\s+/).at(-1) === "-all"
 }
+
+/** An evaluation past this is a temperror (unknown), not a verdict. */
+const SPF_DEADLINE_MS = 15_000
+
+/**
+ * What receivers will conclude for mail from `ip` on behalf of `domain`: pass is a match,
+ * temperror (a DNS outage on the way) is unknown, anything else (fail, softfail, neutral, none,
+ * permerror: a broken include, too many lookups) is a miss.
+ */
+export const spfPasses = (domain: string, ip: string): Effect.Effect<Outcome, never, Dns> =>
+  Effect.gen(function*() {
+    const resolver = yield* mailauthResolver
+    const result = yield* Effect.tryPromise(() =>
+      spf({ sender: `postmaster@${domain}`, helo: domain, ip, mta: domain, resolver, maxElapsedTime: SPF_DEADLINE_MS })
+    ).pipe(Effect.map((r) => r.status.result), Effect.orElseSucceed(() => "temperror"))
+    return result === "pass" ? "match" : result === "temperror" ? "unknown" : "miss"
+  })
+
+/** One SPF record ending `-all` that passes our mail server. */
+export const spfOutcome = (domain: string, mailServerIp: string): Effect.Effect<Outcome, never, Dns> =>
+  Effect.gen(function*() {
+    const dns = yield* Dns
+    const policy = yield* outcome(dns.txt(domain), spfEndsWithFail)
+    return policy === "match" ? yield* spfPasses(domain, mailServerIp) : policy
+  })
 
 /** The one DMARC record, with policy `p=quarantine` or `p=reject`. */
 export const dmarcMatches = (records: TxtRecords): boolean => {
@@ -83,7 +102,7 @@ export const checkSendingDomain = (input: { readonly domain: string; readonly pu
     const results = yield* Effect.all(
       {
         DKIM: outcome(dns.txt(`${DKIM_SELECTOR}._domainkey.${input.domain}`), (r) => dkimMatches(r, input.publicKey)),
-        SPF: outcome(dns.txt(input.domain), (r) => spfMatches(r, input.mailServerIp)),
+        SPF: spfOutcome(input.domain, input.mailServerIp),
         DMARC: outcome(dns.txt(`_dmarc.${input.domain}`), dmarcMatches),
       },
       { concurrency: "unbounded" },

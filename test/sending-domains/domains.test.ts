@@ -135,12 +135,24 @@ describe("POST /api/domains/:id/verify", () => {
     const [dkim, spf, dmarc] = dns_records
     const key = dkim!.value.split("p=")[1]!
     publish(app, dns_records)
+    // SPF is evaluated as receivers do: `mx` passes when the domain's MX is our mail server, and
+    // include: chains and ip4 ranges are followed.
+    app.dns.set(domain.domain, "MX", ["10 mx.inbox.localhost"])
+    app.dns.set("mx.inbox.localhost", "A", ["127.0.0.1"])
+    app.dns.set(`_spf.${domain.domain}`, "TXT", ["v=spf1 include:_spf2.provider.example -all"])
+    app.dns.set("_spf2.provider.example", "TXT", ["v=spf1 ip4:127.0.0.0/8 -all"])
+    app.dns.set("_spf3.provider.example", "TXT", ["v=spf1 ip4:10.0.0.0/8 -all"])
     const attempts: Array<[string, string, boolean]> = [
       [dkim!.host, dkim!.value.slice(0, -4), false], // truncated key
       [dkim!.host, `v=DKIM1; k=rsa; p=${key.slice(0, 100)} ${key.slice(100, 300)}\t${key.slice(300)}`, true], // folded
       [spf!.host, "v=spf1 ip4:127.0.0.1 ~all", false],
       [spf!.host, "v=spf1 ip4:10.9.9.9 -all", false],
       [spf!.host, "v=spf1 mx -all", true],
+      [spf!.host, "v=spf1 ip4:127.0.0.0/24 -all", true],
+      [spf!.host, "v=spf1 ip4:127.0.1.0/24 -all", false],
+      [spf!.host, `v=spf1 include:_spf.${domain.domain} -all`, true],
+      [spf!.host, "v=spf1 include:_spf3.provider.example -all", false],
+      [spf!.host, "v=spf1 include:_spf.nowhere.example -all", false],
       [dmarc!.host, "v=DMARC1; p=none; rua=mailto:x@example.net", false],
       [dmarc!.host, "v=DMARC1; p=reject", true],
     ]

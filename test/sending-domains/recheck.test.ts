@@ -74,6 +74,23 @@ describe("periodic re-check", () => {
     }
   })
 
+  it("follows the SPF include: an outage of the included name keeps it verified, a provider dropping us suspends it", async () => {
+    const account = await verifiedDomain(app)
+    const [, spf] = account.domain.dns_records
+    const provider = `_spf.${account.domain.domain}`
+    app.dns.set(provider, "TXT", ["v=spf1 ip4:127.0.0.0/24 -all"])
+    app.dns.set(spf!.host, "TXT", [`v=spf1 include:${provider} -all`])
+    await recheck(app, "5 hours")
+    expect(await status(account.apiKey)).toBe("verified")
+    app.dns.fail(provider)
+    await recheck(app, "7 hours")
+    expect(await status(account.apiKey)).toBe("verified")
+    app.dns.fail(provider, false)
+    app.dns.set(provider, "TXT", ["v=spf1 ip4:10.0.0.0/8 -all"])
+    await recheck(app, "9 hours")
+    expect(await status(account.apiKey)).toBe("suspended")
+  })
+
   it("keeps a verified domain verified while DNS is merely failing", async () => {
     const { userId, apiKey, domain } = await verifiedDomain(app)
     for (const r of domain.dns_records) app.dns.fail(r.host)
