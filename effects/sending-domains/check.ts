@@ -12,19 +12,13 @@
 import { Effect } from "effect"
 import { spf } from "mailauth"
 import { Dns } from "../ports/Dns.ts"
-import { type Outcome, outcome } from "../receiving-domains/check.ts"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
+import { judgeRecords, type Outcome, outcome, type RecordCheck } from "../shared/domain-verification.ts"
 import { DKIM_SELECTOR } from "./schema.ts"
 
 export type SendingRecord = "DKIM" | "SPF" | "DMARC"
 
-export interface SendingDnsCheck {
-  readonly ok: boolean
-  /** Records DNS answered without the expected value. */
-  readonly missing: ReadonlyArray<SendingRecord>
-  /** Records whose lookup failed (timeout, SERVFAIL): unknown, not missing. */
-  readonly unknown: ReadonlyArray<SendingRecord>
-}
+export type SendingDnsCheck = RecordCheck<SendingRecord>
 
 type TxtRecords = ReadonlyArray<ReadonlyArray<string>>
 
@@ -96,21 +90,14 @@ export const dmarcMatches = (records: TxtRecords): boolean => {
   return p === "quarantine" || p === "reject"
 }
 
-export const checkSendingDomain = (input: { readonly domain: string; readonly publicKey: string; readonly mailServerIp: string }) =>
+export const checkSendingDomain = (
+  input: { readonly domain: string; readonly publicKey: string; readonly mailServerIp: string },
+): Effect.Effect<SendingDnsCheck, never, Dns> =>
   Effect.gen(function*() {
     const dns = yield* Dns
-    const results = yield* Effect.all(
-      {
-        DKIM: outcome(dns.txt(`${DKIM_SELECTOR}._domainkey.${input.domain}`), (r) => dkimMatches(r, input.publicKey)),
-        SPF: spfOutcome(input.domain, input.mailServerIp),
-        DMARC: outcome(dns.txt(`_dmarc.${input.domain}`), dmarcMatches),
-      },
-      { concurrency: "unbounded" },
-    )
-    const entries = Object.entries(results) as Array<[SendingRecord, Outcome]>
-    return {
-      ok: entries.every(([, o]) => o === "match"),
-      missing: entries.filter(([, o]) => o === "miss").map(([t]) => t),
-      unknown: entries.filter(([, o]) => o === "unknown").map(([t]) => t),
-    } satisfies SendingDnsCheck
+    return yield* judgeRecords<SendingRecord, Dns>({
+      DKIM: outcome(dns.txt(`${DKIM_SELECTOR}._domainkey.${input.domain}`), (r) => dkimMatches(r, input.publicKey)),
+      SPF: spfOutcome(input.domain, input.mailServerIp),
+      DMARC: outcome(dns.txt(`_dmarc.${input.domain}`), dmarcMatches),
+    })
   })

@@ -4,12 +4,13 @@
  * sender addresses it records. A verified domain is re-checked periodically: when its records
  * vanish it is suspended (SenderIdentities then refuses it), and verified again when they return.
  */
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
-import { Conflict, type Forbidden, LimitReached, type NotFound, ValidationError } from "../errors.ts"
+import { Conflict, type Forbidden, LimitReached, type NotFound, type ValidationError } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
+import { domainTable, now, refusePlatformDomain } from "../shared/domain-verification.ts"
 import { owned } from "../shared/ownership.ts"
 import { checkSendingDomain, type SendingDnsCheck } from "./check.ts"
 import { generateDkimKeyPair, sealDkimKey } from "./dkim.ts"
@@ -65,54 +66,42 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
       const db = yield* Database
       const config = yield* AppConfig
       const context = yield* Effect.context<Dns>()
-      const recheckEvery = Duration.toMillis(Duration.fromInputUnsafe(config.domainRecheckInterval))
+      const table = domainTable<SendingDomainRow>(db, {
+        table: "sending_domains",
+        what: "sending domain",
+        max: MAX_SENDING_DOMAINS,
+        recheckEvery: config.domainRecheckInterval,
+      })
       const settings = { mailServerIp: config.mailServerIp, platformDomain: normalizeDomain(config.platformDomain) }
       const show = (row: SendingDomainRow) => toSendingDomain(row, settings)
-      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
       const check = (row: SendingDomainRow): Effect.Effect<SendingDnsCheck> =>
         checkSendingDomain({ domain: row.domain, publicKey: row.dkim_public_key, mailServerIp: config.mailServerIp })
           .pipe(Effect.provideContext(context))
 
-      const domainCount = (userId: number) =>
-        Effect.map(
-          db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sending_domains WHERE user_id = $1", [userId]),
-          ([row]) => row?.n ?? 0,
-        )
-      const tooManyDomains = new LimitReached({ message: `an account can have at most ${MAX_SENDING_DOMAINS} sending domains` })
-
       const create = Effect.fn("SendingDomains.create")(function*(userId: number, body: CreateSendingDomain) {
         const domain = normalizeDomain(body.domain)
-        const platform = [config.platformDomain, config.mxHost].map(normalizeDomain)
-        if (platform.some((p) => domain === p || domain.endsWith(`.${p}`))) {
-          return yield* ValidationError.field("domain", "the platform's own domain cannot be added as a sending domain")
-        }
+        yield* refusePlatformDomain(domain, config, "sending domain")
         // Cheap early refusal: a key pair costs tens of milliseconds of CPU.
-        if ((yield* domainCount(userId)) >= MAX_SENDING_DOMAINS) return yield* tooManyDomains
+        if (yield* table.atCap(userId)) return yield* table.tooMany
         const keys = yield* generateDkimKeyPair
         const sealed = yield* sealDkimKey(config.secretsKey, keys.privateKeyPem)
         const fromLocalPart = body.from_local_part ?? DEFAULT_FROM_LOCAL_PART
-        const row = yield* db.transaction(Effect.gen(function*() {
-          // Serialises this account's creates, so two at once cannot both take the last slot.
-          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sending_domains:${userId}`])
-          if ((yield* domainCount(userId)) >= MAX_SENDING_DOMAINS) return yield* tooManyDomains
-          const at = yield* now
-          const [inserted] = yield* db.query<SendingDomainRow>(
-            `INSERT INTO sending_domains (user_id, domain, from_local_part, dkim_public_key, dkim_private_key_sealed, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
-            [userId, domain, fromLocalPart, keys.publicKey, sealed, at],
-          )
-          yield* db.query(
-            "INSERT INTO sender_addresses (user_id, domain_id, local_part, is_default, created_at) VALUES ($1, $2, $3, true, $4)",
-            [userId, inserted!.id, fromLocalPart, at],
-          )
-          return inserted!
-        })).pipe(
-          Effect.mapError((e) =>
-            e._tag === "DbError" && isUniqueViolation(e)
-              ? new Conflict({ message: "this domain was already added to the account", field: "domain" })
-              : e
-          ),
+        const row = yield* table.insertWithinCap(
+          userId,
+          Effect.gen(function*() {
+            const at = yield* now
+            const [inserted] = yield* db.query<SendingDomainRow>(
+              `INSERT INTO sending_domains (user_id, domain, from_local_part, dkim_public_key, dkim_private_key_sealed, created_at)
+               VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+              [userId, domain, fromLocalPart, keys.publicKey, sealed, at],
+            )
+            yield* db.query(
+              "INSERT INTO sender_addresses (user_id, domain_id, local_part, is_default, created_at) VALUES ($1, $2, $3, true, $4)",
+              [userId, inserted!.id, fromLocalPart, at],
+            )
+            return inserted!
+          }),
         )
         return { domain: show(row), dns_records: recordsFor(row, settings) }
       })
@@ -132,20 +121,10 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
           yield* Effect.logDebug("sending domain not verified").pipe(
             Effect.annotateLogs({ domain: row.domain, missing: result.missing.join(","), unknown: result.unknown.join(",") }),
           )
-          yield* db.query("UPDATE sending_domains SET last_checked_at = $2 WHERE id = $1", [id, at])
+          yield* table.markChecked(id, at)
           return show({ ...row, last_checked_at: at })
         }
-        const [updated] = yield* db.query<SendingDomainRow>(
-          `UPDATE sending_domains
-              SET status = 'verified', verified_at = COALESCE(verified_at, $2), last_checked_at = $2, next_check_at = $3, locked_until = NULL
-            WHERE id = $1 RETURNING *`,
-          [id, at, new Date(at.getTime() + recheckEvery)],
-        ).pipe(
-          Effect.mapError((e) =>
-            isUniqueViolation(e) ? new Conflict({ message: "this domain is already verified by another account", field: "domain" }) : e
-          ),
-        )
-        return show(updated!)
+        return show(yield* table.markVerified(id, at))
       })
 
       const remove = Effect.fn("SendingDomains.remove")(function*(userId: number, id: number) {
@@ -204,31 +183,7 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
       })
 
       const recheck = Effect.fn("SendingDomains.recheck")(function*(row: SendingDomainRow) {
-        const result = yield* check(row)
-        const at = yield* now
-        // An outage proves nothing: keep the status and look again next round.
-        const next: SendingDomainStatus = result.ok ? "verified" : result.missing.length > 0 ? "suspended" : row.status
-        yield* db.query(
-          `UPDATE sending_domains SET status = $2, last_checked_at = $3, next_check_at = $4, locked_until = NULL
-            WHERE id = $1 AND status <> 'pending'`,
-          [row.id, next, at, new Date(at.getTime() + recheckEvery)],
-        ).pipe(
-          // Restoring a domain another account verified meanwhile: it stays suspended.
-          Effect.catchTag("DbError", (e) =>
-            isUniqueViolation(e)
-              ? db.query("UPDATE sending_domains SET locked_until = NULL, last_checked_at = $2, next_check_at = $3 WHERE id = $1", [
-                row.id,
-                at,
-                new Date(at.getTime() + recheckEvery),
-              ])
-              : Effect.fail(e)),
-        )
-        if (next !== row.status) {
-          yield* Effect.logInfo("sending domain status changed").pipe(
-            Effect.annotateLogs({ domain: row.domain, from: row.status, to: next, missing: result.missing.join(",") }),
-          )
-        }
-        return next
+        return yield* table.recheck(row, check(row))
       })
 
       return SendingDomains.of({ create, list, verify, remove, addSender, listSenders, removeSender, recheck })
