@@ -274,6 +274,8 @@ const composeInbound = (token: string, to: string, rng: Rng): string => {
 
 export interface LoadOptions {
   readonly inboundSessions: number
+  /** Pause after each inbound transaction: up to twice this, at random. */
+  readonly inboundPauseMs: number
   readonly outboundPauseMs: number
   readonly topupPauseMs: number
 }
@@ -372,6 +374,7 @@ export const startLoad = (ctx: LoadContext, accounts: ReadonlyArray<LoadAccount>
           attempt.outcome = "unknown"
           break
         }
+        await sleep(rng.int(2 * options.inboundPauseMs + 1))
       }
       await smtp.command("QUIT").catch(() => undefined)
       smtp.destroy()

@@ -35,13 +35,15 @@ export interface CrashOptions {
   /** How long the service runs under load before a kill: uniform in [minUpMs, maxUpMs] after ready. */
   readonly minUpMs: number
   readonly maxUpMs: number
-  /** Share of trials that kill during start-up instead (after 50..earlyMaxMs from spawn). */
+  /** Share of trials that kill during start-up instead (after earlyMinMs..earlyMaxMs from spawn). */
   readonly earlyKillRate: number
+  readonly earlyMinMs: number
   readonly earlyMaxMs: number
   /** Share of restarts before which the dead process's leases are expired. */
   readonly expireLeasesRate: number
   readonly accounts: number
   readonly inboundSessions: number
+  readonly inboundPauseMs: number
   readonly outboundPauseMs: number
   readonly topupPauseMs: number
   /** Share of webhook requests the receiver answers 500/503/reset. */
@@ -72,14 +74,16 @@ export const crashOptionsFromEnv = (adminUrl: string, env: NodeJS.ProcessEnv = p
   minUpMs: int(env, "CRASH_MIN_UP_MS", 800),
   maxUpMs: int(env, "CRASH_MAX_UP_MS", 4500),
   earlyKillRate: int(env, "CRASH_EARLY_KILL_RATE", 0.15),
-  earlyMaxMs: int(env, "CRASH_EARLY_MAX_MS", 1500),
+  earlyMinMs: int(env, "CRASH_EARLY_MIN_MS", 300),
+  earlyMaxMs: int(env, "CRASH_EARLY_MAX_MS", 2000),
   expireLeasesRate: int(env, "CRASH_EXPIRE_LEASES_RATE", 0.5),
   accounts: Math.max(1, int(env, "CRASH_ACCOUNTS", 3)),
   inboundSessions: int(env, "CRASH_INBOUND_SESSIONS", 3),
+  inboundPauseMs: int(env, "CRASH_INBOUND_PAUSE_MS", 60),
   outboundPauseMs: int(env, "CRASH_OUTBOUND_PAUSE_MS", 350),
   topupPauseMs: int(env, "CRASH_TOPUP_PAUSE_MS", 400),
   receiverFailureRate: int(env, "CRASH_RECEIVER_FAILURE_RATE", 0.35),
-  latencyMs: int(env, "CRASH_LATENCY_MS", 250),
+  latencyMs: int(env, "CRASH_LATENCY_MS", 200),
   webhookMaxAttempts: Math.max(1, int(env, "CRASH_WEBHOOK_MAX_ATTEMPTS", 3)),
   drainTimeoutMs: int(env, "CRASH_DRAIN_TIMEOUT_MS", 90_000),
   keepDatabase: env.CRASH_KEEP_DB === "1",
@@ -253,7 +257,7 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
       service.spawn()
       let afterMs: number
       if (early) {
-        afterMs = killRng.between(50, options.earlyMaxMs)
+        afterMs = killRng.between(options.earlyMinMs, options.earlyMaxMs)
         await sleep(afterMs)
       } else {
         afterMs = killRng.between(options.minUpMs, options.maxUpMs)
@@ -263,6 +267,7 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
           accounts = await setupAccounts(ctx, options.accounts, 200_000)
           load = startLoad(ctx, accounts, loadRng, {
             inboundSessions: options.inboundSessions,
+            inboundPauseMs: options.inboundPauseMs,
             outboundPauseMs: options.outboundPauseMs,
             topupPauseMs: options.topupPauseMs,
           })
