@@ -38,6 +38,8 @@ export interface CheckCounts {
   readonly outboundCalls: number
   readonly outboundCallsAnswered: number
   readonly outboundCallsBroken: number
+  /** Calls answered 5xx other than 502 (counted among the broken ones). */
+  readonly outboundCallsInternalError: number
   readonly outboundMessages: number
   readonly outboundQueued: number
   readonly recipientsCharged: number
@@ -355,10 +357,14 @@ export const checkInvariants = async (input: CheckInput): Promise<CheckResult> =
   }
   let answered = 0
   let broken = 0
+  let internalErrors = 0
   for (const a of records.outbound) {
     const c = contentByToken.get(a.token)
     const ms = c ? messagesByContent.get(n(c.id)) ?? [] : []
-    if (a.status === 0) {
+    if (a.status === 0 || (a.status >= 500 && a.status !== 502)) {
+      // Cut by a kill, or an internal error: the outcome is unknown to the client (as after a
+      // timeout); whatever was written must still add up (checked above), nothing more.
+      if (a.status !== 0) internalErrors++
       broken++
       continue
     }
@@ -398,6 +404,7 @@ export const checkInvariants = async (input: CheckInput): Promise<CheckResult> =
       outboundCalls: records.outbound.length,
       outboundCallsAnswered: answered,
       outboundCallsBroken: broken,
+      outboundCallsInternalError: internalErrors,
       outboundMessages: outMessages.length,
       outboundQueued: queued,
       recipientsCharged: charged,

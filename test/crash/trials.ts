@@ -110,6 +110,8 @@ export interface CrashReport {
   /** Which check found the violations (`after kill 7`, `final`). */
   readonly failedAt: string | null
   readonly serviceErrorLines: number
+  /** The service's ERROR log lines (the last 30), for diagnosing a violation. */
+  readonly errors: ReadonlyArray<string>
   readonly logTail: string
 }
 
@@ -144,7 +146,7 @@ export const formatReport = (r: CrashReport): string => {
     lines.push(
       `  inbound: ${c.inboundAcked} acknowledged 250 (${c.inboundAckedWithoutIds} without ids), ${c.inboundRefusedOrRejected} refused, ` +
         `${c.inboundUnknown} cut by a kill (${c.inboundUnknownStored} of them stored); ${c.inboundRows} rows, each charged once`,
-      `  outbound: ${c.outboundCalls} send/batch calls (${c.outboundCallsAnswered} answered, ${c.outboundCallsBroken} cut), ` +
+      `  outbound: ${c.outboundCalls} send/batch calls (${c.outboundCallsAnswered} answered, ${c.outboundCallsBroken} cut or 5xx of which ${c.outboundCallsInternalError} were 500s), ` +
         `${c.outboundMessages} messages, ${c.recipientsCharged} recipients charged = ${c.recipientsSent} sent + ${c.recipientsRefunded} refunded ` +
         `(+${c.outboundQueued} messages queued); relay duplicates ${c.relayDuplicates}, refunded after reaching the relay ${c.refundedButRelayed}`,
       `  payments: ${c.topupsCreated} top-ups handed to the client, ${c.topupsCompleted} completed, ${c.topupsFailed} failed; ` +
@@ -157,6 +159,7 @@ export const formatReport = (r: CrashReport): string => {
   lines.push(`  service ERROR log lines: ${r.serviceErrorLines}`)
   if (r.violations.length > 0) {
     lines.push(`  VIOLATIONS (${r.failedAt}; reproduce with CRASH_SEED=${r.seed}):`, ...r.violations.map((v) => `    ${v}`))
+    lines.push("  service ERROR lines (last 30):", ...r.errors.map((l) => `    ${l.slice(0, 1500)}`))
     lines.push("  service log tail:", r.logTail.split("\n").map((l) => `    ${l.slice(0, 400)}`).join("\n"))
   }
   return lines.join("\n")
@@ -340,6 +343,7 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
     violations,
     failedAt,
     serviceErrorLines: service?.errorLines().length ?? 0,
+    errors: service?.errorLines().slice(-100) ?? [],
     logTail: service?.logTail(60) ?? "",
   }
 }
