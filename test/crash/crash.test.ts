@@ -5,7 +5,7 @@
  * README ("Crash trials") for longer runs.
  */
 import { describe, expect, it } from "vitest"
-import { crashOptionsFromEnv, formatReport, runCrashTrials } from "./trials.ts"
+import { crashOptionsFromEnv } from "./options.ts"
 
 const url = process.env.TEST_DATABASE_URL
 
@@ -24,6 +24,7 @@ describe.skipIf(!url)(title, () => {
     "keeps money, mail, payments and webhook deliveries consistent across every kill",
     { timeout },
     async () => {
+      const { formatReport, runCrashTrials } = await import("./trials.ts")
       const lines: Array<string> = []
       const report = await runCrashTrials(options!, (line) => lines.push(line))
       const text = formatReport(report)

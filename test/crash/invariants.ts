@@ -230,8 +230,9 @@ export const checkInvariants = async (input: CheckInput): Promise<CheckResult> =
   // ---- Webhooks: one delivery per webhook per stored message; none lost, none stuck --------
   const hooks = await sql.unsafe(`SELECT id, address_id, is_active FROM webhooks`)
   const hooksByAddress = group(hooks, (h) => n(h.address_id))
+  // Inbox webhooks only (an account-level event endpoint, if the table ever carries those, is not ours).
   const deliveries = await sql.unsafe(
-    `SELECT id, webhook_id, message_id, event, status, attempt, status_code, last_error FROM webhook_deliveries`,
+    `SELECT id, webhook_id, message_id, event, status, attempt, status_code, last_error FROM webhook_deliveries WHERE webhook_id IS NOT NULL`,
   )
   const deliveriesByMessage = group(deliveries.filter((d) => d.event === "inbound.message_received"), (d) => n(d.message_id))
   const messageById = new Map(messages.map((m) => [n(m.id), m]))

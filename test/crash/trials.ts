@@ -24,70 +24,9 @@ import { type CheckCounts, checkInvariants } from "./invariants.ts"
 import { Gate, type LoadAccount, type LoadContext, type LoadRecords, type RunningLoad, setupAccounts, startLoad } from "./load.ts"
 import { type CrashReceiver, startCrashReceiver } from "./receiver.ts"
 import { type CrashRelay, startCrashRelay } from "./relay.ts"
+import type { CrashOptions } from "./options.ts"
 import { stream } from "./rng.ts"
 import { freePort, makeServiceProcess, type ServiceProcess } from "./service.ts"
-
-export interface CrashOptions {
-  /** postgres:// URL of a server and a database to connect to for CREATE/DROP DATABASE. */
-  readonly adminUrl: string
-  readonly seed: number
-  readonly kills: number
-  /** How long the service runs under load before a kill: uniform in [minUpMs, maxUpMs] after ready. */
-  readonly minUpMs: number
-  readonly maxUpMs: number
-  /** Share of trials that kill during start-up instead (after earlyMinMs..earlyMaxMs from spawn). */
-  readonly earlyKillRate: number
-  readonly earlyMinMs: number
-  readonly earlyMaxMs: number
-  /** Share of restarts before which the dead process's leases are expired. */
-  readonly expireLeasesRate: number
-  readonly accounts: number
-  readonly inboundSessions: number
-  readonly inboundPauseMs: number
-  readonly outboundPauseMs: number
-  readonly topupPauseMs: number
-  /** Share of webhook requests the receiver answers 500/503/reset. */
-  readonly receiverFailureRate: number
-  /** Relay, gateway and receiver answer after up to this many ms, so kills land mid-call. */
-  readonly latencyMs: number
-  readonly webhookMaxAttempts: number
-  readonly drainTimeoutMs: number
-  /** Keep the database (and print its URL) instead of dropping it. */
-  readonly keepDatabase: boolean
-}
-
-export const DEFAULT_SEED = 20261121
-
-const int = (env: NodeJS.ProcessEnv, name: string, fallback: number) => {
-  const raw = env[name]
-  if (raw === undefined || raw === "") return fallback
-  const value = Number(raw)
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a non-negative number, got "${raw}"`)
-  return value
-}
-
-/** The bounded CI run by default; CRASH_* variables make longer ones (README "Crash trials"). */
-export const crashOptionsFromEnv = (adminUrl: string, env: NodeJS.ProcessEnv = process.env): CrashOptions => ({
-  adminUrl,
-  seed: int(env, "CRASH_SEED", DEFAULT_SEED),
-  kills: Math.max(1, int(env, "CRASH_KILLS", 20)),
-  minUpMs: int(env, "CRASH_MIN_UP_MS", 800),
-  maxUpMs: int(env, "CRASH_MAX_UP_MS", 4500),
-  earlyKillRate: int(env, "CRASH_EARLY_KILL_RATE", 0.15),
-  earlyMinMs: int(env, "CRASH_EARLY_MIN_MS", 300),
-  earlyMaxMs: int(env, "CRASH_EARLY_MAX_MS", 2000),
-  expireLeasesRate: int(env, "CRASH_EXPIRE_LEASES_RATE", 0.5),
-  accounts: Math.max(1, int(env, "CRASH_ACCOUNTS", 3)),
-  inboundSessions: int(env, "CRASH_INBOUND_SESSIONS", 3),
-  inboundPauseMs: int(env, "CRASH_INBOUND_PAUSE_MS", 60),
-  outboundPauseMs: int(env, "CRASH_OUTBOUND_PAUSE_MS", 350),
-  topupPauseMs: int(env, "CRASH_TOPUP_PAUSE_MS", 400),
-  receiverFailureRate: int(env, "CRASH_RECEIVER_FAILURE_RATE", 0.35),
-  latencyMs: int(env, "CRASH_LATENCY_MS", 200),
-  webhookMaxAttempts: Math.max(1, int(env, "CRASH_WEBHOOK_MAX_ATTEMPTS", 3)),
-  drainTimeoutMs: int(env, "CRASH_DRAIN_TIMEOUT_MS", 90_000),
-  keepDatabase: env.CRASH_KEEP_DB === "1",
-})
 
 export interface KillRecord {
   readonly trial: number
@@ -257,14 +196,17 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
 
     for (let trial = 1; trial <= options.kills; trial++) {
       const early = trial > 1 && killRng.chance(options.earlyKillRate)
+      const spawnedAt = Date.now()
       service.spawn()
       let afterMs: number
+      let readyMs: number | null = null
       if (early) {
         afterMs = killRng.between(options.earlyMinMs, options.earlyMaxMs)
         await sleep(afterMs)
       } else {
         afterMs = killRng.between(options.minUpMs, options.maxUpMs)
         await service.ready()
+        readyMs = Date.now() - spawnedAt
         gate.up()
         if (trial === 1) {
           accounts = await setupAccounts(ctx, options.accounts, 200_000)
@@ -283,13 +225,15 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
       kills.push({ trial, kind: early ? "early" : "running", afterMs, leasesExpired })
       // Let the clients notice the cut connections before comparing what they were told.
       await sleep(100)
+      const checkStart = Date.now()
       const passed = await check(`after kill ${trial}`, false)
+      const checkMs = Date.now() - checkStart
       const c = counts as CheckCounts | null
       log(
         `kill ${trial}/${options.kills} ${early ? "during start-up" : "under load"} ${afterMs} ms after ${early ? "spawn" : "ready"}` +
           (c ? `: ${c.inboundAcked} acked, ${c.outboundMessages} sent msgs (${c.outboundQueued} queued), ${c.topupsCompleted} top-ups, ` +
             `${c.deliveries} deliveries (${c.deliveriesInFlight} in flight)` : "") +
-          (leasesExpired ? "; leases expired" : ""),
+          (leasesExpired ? "; leases expired" : "") + ` [${readyMs !== null ? `ready in ${readyMs} ms, ` : ""}check ${checkMs} ms]`,
       )
       if (!passed) break
       if (leasesExpired) await expireLeases(sql)
