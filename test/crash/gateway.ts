@@ -59,6 +59,9 @@ export const startCrashGateway = async (rng: Rng, latencyMs: number): Promise<Cr
 
   const server = http.createServer((req, res) => {
     const chunks: Array<Buffer> = []
+    // A kill of the service resets its connections mid-request.
+    req.on("error", () => undefined)
+    res.on("error", () => undefined)
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const reply = (status: number, body: unknown) => {
@@ -85,6 +88,7 @@ export const startCrashGateway = async (rng: Rng, latencyMs: number): Promise<Cr
       reply(404, { error: "no such route" })
     })
   })
+  server.on("clientError", (_e, socket) => socket.destroy())
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
   const port = (server.address() as AddressInfo).port
 

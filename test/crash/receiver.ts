@@ -34,6 +34,9 @@ export const startCrashReceiver = async (rng: Rng, failureRate: number, latencyM
   const sockets = new Set<import("node:net").Socket>()
   const server = http.createServer((req, res) => {
     const chunks: Array<Buffer> = []
+    // A kill of the service resets its connections mid-request.
+    req.on("error", () => undefined)
+    res.on("error", () => undefined)
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8")
@@ -62,6 +65,7 @@ export const startCrashReceiver = async (rng: Rng, failureRate: number, latencyM
     sockets.add(s)
     s.on("close", () => sockets.delete(s))
   })
+  server.on("clientError", (_e, socket) => socket.destroy())
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
   const port = (server.address() as AddressInfo).port
   return {

@@ -72,6 +72,8 @@ export const startCrashRelay = async (rng: Rng, latencyMs: number): Promise<Cras
       })
     },
   })
+  // A killed service leaves its pooled connections reset: an expected event here, not an error.
+  server.on("error", () => undefined)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
   const port = (server.server.address() as AddressInfo).port
   return {
