@@ -2,9 +2,47 @@
  * What must hold in the database after any crash, checked while the service is down (so the
  * tables hold exactly what was committed), against what the clients were told and what the
  * relay, the gateway and the webhook receiver saw. `final` adds what must hold once the service
- * ran again with the load stopped and its queues drained: nothing left queued or retrying.
+ * ran again with the load stopped and its queues drained. Each violation is a sentence naming
+ * the rows; an empty list is a pass.
  *
- * Each check returns violations as sentences naming the rows; an empty list is a pass.
+ * Money
+ * - Every account: wallet balance = sum of its ledger entries, and ≥ 0.
+ * Inbound (tokens are the Message-IDs the load generator made unique)
+ * - A transaction answered 250 after DATA is stored exactly once for each address whose RCPT
+ *   got 250 (subaddresses and repeats collapse to one), and the ids the 250 names ("stored as
+ *   …", when it names any) are exactly those rows.
+ * - A transaction refused (no recipient accepted, or a non-250 after DATA) stored nothing; one cut
+ *   by a kill before its reply stored all of its accepted addresses or none; no Message-ID is
+ *   stored twice for one address; no row that no client sent.
+ * - Every stored message has exactly one ledger entry, a 5 TZS debit of its account, and every
+ *   inbound debit points at a stored message; each address's message/unread counters equal its rows.
+ * Payments
+ * - A top-up is credited once with its amount if completed, never otherwise, and a completed one
+ *   has exactly one applied `payment.completed` event; no event id is accepted twice.
+ * - A top-up whose checkout reached the client exists with the gateway's reference; once its
+ *   event was acknowledged it is in that event's state, and a later contradicting event is
+ *   answered 200 `ignored` (or `duplicate`) and changes nothing; no event is answered 4xx.
+ * Webhooks (at-least-once, each attempt at most once)
+ * - Every stored message has exactly one `inbound.message_received` delivery row per webhook of
+ *   its address (all are active), none for addresses without.
+ * - The receiver got at most `attempt` requests for a delivery (an attempt is counted before its
+ *   request, so a crash never repeats one), each with the row's message/webhook/address ids and a
+ *   valid X-Signature, and none for a delivery id that does not exist.
+ * - `delivered` only if the receiver answered 2xx to one of its requests; `failed` only after all
+ *   WEBHOOK_MAX_ATTEMPTS attempts were taken. More than one 2xx per delivery is allowed (a kill
+ *   between the receiver's answer and the record) and counted.
+ * - final: none is left `pending` or `retrying`.
+ * Outbound
+ * - Per message: amount_tzs = 5 × charged recipients not failed; the refunds recorded for it sum to
+ *   5 × its failed charged recipients; `queued` has all charged recipients queued, `sent` at
+ *   least one sent and none queued, `failed` none sent. Per send (content): the debits
+ *   (per message for a single send, one per batch) sum to 5 × its charged recipients.
+ * - Every recipient recorded `sent` was taken by the relay (Message-ID and RCPT); more than one
+ *   copy (a re-dispatch after a crash) is allowed and counted.
+ * - A call answered 201 has exactly the messages and statuses it named; 502: all its messages
+ *   failed and fully refunded; 4xx: nothing written. A call cut by a kill, or answered another
+ *   5xx, has an unknown outcome: only the rules above apply to what it wrote.
+ * - final: nothing left `queued`, so every charged recipient is sent or refunded.
  */
 import type postgres from "postgres"
 import type { CrashGateway } from "./gateway.ts"
