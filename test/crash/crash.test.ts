@@ -26,9 +26,12 @@ describe.skipIf(!url)(title, () => {
     async () => {
       const { formatReport, runCrashTrials } = await import("./trials.ts")
       const lines: Array<string> = []
-      const report = await runCrashTrials(options!, (line) => lines.push(line))
+      const verbose = process.env.CRASH_VERBOSE === "1"
+      const report = await runCrashTrials(options!, (line) => {
+        lines.push(line)
+        if (verbose) console.log(line)
+      })
       const text = formatReport(report)
-      if (process.env.CRASH_VERBOSE === "1") console.log(lines.join("\n"))
       console.log(text)
       if (process.env.CRASH_REPORT_FILE) {
         const fs = await import("node:fs")
