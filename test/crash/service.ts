@@ -63,6 +63,16 @@ const groupAlive = (pid: number) => {
   }
 }
 
+/** Process groups still running; killed if the test process exits first (a detached group would outlive it). */
+const liveGroups = new Set<number>()
+process.once("exit", () => {
+  for (const pid of liveGroups) {
+    try {
+      process.kill(-pid, "SIGKILL")
+    } catch { /* gone */ }
+  }
+})
+
 export const makeServiceProcess = (ports: ServicePorts, env: Record<string, string>): ServiceProcess => {
   let child: ChildProcess | undefined
   let exited: Promise<number | null> = Promise.resolve(null)
@@ -113,11 +123,13 @@ export const makeServiceProcess = (ports: ServicePorts, env: Record<string, stri
       })
       child = c
       alive = true
+      if (c.pid) liveGroups.add(c.pid)
       c.stdout!.on("data", keep("out"))
       c.stderr!.on("data", keep("err"))
       exited = new Promise((resolve) =>
         c.once("exit", (code) => {
           alive = false
+          if (c.pid && !groupAlive(c.pid)) liveGroups.delete(c.pid)
           resolve(code)
         })
       )
@@ -143,6 +155,7 @@ export const makeServiceProcess = (ports: ServicePorts, env: Record<string, stri
       } catch { /* already gone */ }
       await exited
       while (groupAlive(c.pid)) await sleep(20)
+      liveGroups.delete(c.pid)
     },
     stop: async (timeoutMs = 20_000) => {
       const c = child
@@ -157,6 +170,7 @@ export const makeServiceProcess = (ports: ServicePorts, env: Record<string, stri
         throw new Error(`the service did not stop within ${timeoutMs} ms of SIGTERM`)
       }
       while (groupAlive(c.pid)) await sleep(20)
+      liveGroups.delete(c.pid)
       return code
     },
     running: () => alive,
