@@ -45,11 +45,13 @@ export interface CrashReport {
   readonly drainMs: number | null
   readonly finalExitCode: number | null
   readonly counts: CheckCounts | null
+  /** Top-up requests that got no checkout link (cut by a kill, or refused). */
+  readonly topupRequestsUnanswered: number
   readonly violations: ReadonlyArray<string>
   /** Which check found the violations (`after kill 7`, `final`). */
   readonly failedAt: string | null
   readonly serviceErrorLines: number
-  /** The service's ERROR log lines (the last 30), for diagnosing a violation. */
+  /** The service's ERROR log lines (the last 100), for diagnosing a violation. */
   readonly errors: ReadonlyArray<string>
   readonly logTail: string
 }
@@ -88,9 +90,10 @@ export const formatReport = (r: CrashReport): string => {
       `  outbound: ${c.outboundCalls} send/batch calls (${c.outboundCallsAnswered} answered, ${c.outboundCallsBroken} cut or 5xx of which ${c.outboundCallsInternalError} were 500s), ` +
         `${c.outboundMessages} messages, ${c.recipientsCharged} recipients charged = ${c.recipientsSent} sent + ${c.recipientsRefunded} refunded ` +
         `(+${c.outboundQueued} messages queued); relay duplicates ${c.relayDuplicates}, refunded after reaching the relay ${c.refundedButRelayed}`,
-      `  payments: ${c.topupsCreated} top-ups handed to the client, ${c.topupsCompleted} completed, ${c.topupsFailed} failed; ` +
+      `  payments: ${c.topupsCreated} top-ups handed to the client (${r.topupRequestsUnanswered} requests cut), ` +
+        `${c.topupsCompleted} completed, ${c.topupsFailed} failed; ` +
         `${c.paymentEventsPosted} gateway events, ${c.paymentEventsAcknowledged} acknowledged`,
-      `  webhooks: ${c.deliveries} deliveries checked (${c.deliveriesDelivered} delivered, ${c.deliveriesFailed} failed after ${""}their attempts, ` +
+      `  webhooks: ${c.deliveries} deliveries checked (${c.deliveriesDelivered} delivered, ${c.deliveriesFailed} failed after all attempts, ` +
         `${c.deliveriesInFlight} in flight), ${c.webhookRequests} requests received, ${c.deliveriesDuplicated} delivered more than once`,
     )
   }
@@ -98,7 +101,7 @@ export const formatReport = (r: CrashReport): string => {
   lines.push(`  service ERROR log lines: ${r.serviceErrorLines}`)
   if (r.violations.length > 0) {
     lines.push(`  VIOLATIONS (${r.failedAt}; reproduce with CRASH_SEED=${r.seed}):`, ...r.violations.map((v) => `    ${v}`))
-    lines.push("  service ERROR lines (last 30):", ...r.errors.map((l) => `    ${l.slice(0, 1500)}`))
+    lines.push("  service ERROR lines (last 30):", ...r.errors.slice(-30).map((l) => `    ${l.slice(0, 1500)}`))
     lines.push("  service log tail:", r.logTail.split("\n").map((l) => `    ${l.slice(0, 400)}`).join("\n"))
   }
   return lines.join("\n")
@@ -220,6 +223,12 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
         await sleep(afterMs)
       }
       gate.down()
+      if (!early && !service.running()) {
+        // Nobody killed it: the service died on its own under the load.
+        violations = [`[service-exited] the service exited by itself during trial ${trial}, before the kill`]
+        failedAt = `trial ${trial}`
+        break
+      }
       await service.kill9()
       const leasesExpired = trial < options.kills && killRng.chance(options.expireLeasesRate)
       kills.push({ trial, kind: early ? "early" : "running", afterMs, leasesExpired })
@@ -284,6 +293,7 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
     drainMs,
     finalExitCode,
     counts,
+    topupRequestsUnanswered: records.topupRequestsUnanswered,
     violations,
     failedAt,
     serviceErrorLines: service?.errorLines().length ?? 0,
