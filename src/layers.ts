@@ -37,7 +37,9 @@ import { smsSubscriber } from "../effects/sms/events.ts"
 import { SmsNotifications } from "../effects/sms/service.ts"
 import { Templates } from "../effects/templates/service.ts"
 import { WebhookDeliveries } from "../effects/webhooks/delivery.ts"
-import { webhookSubscriber } from "../effects/webhooks/events.ts"
+import { endpointSubscriber, webhookSubscriber } from "../effects/webhooks/events.ts"
+import { EventDeliveries } from "../effects/webhooks/event-deliveries.ts"
+import { EventEndpoints } from "../effects/webhooks/endpoints.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { outboundMailerLayer } from "./providers/outbound-mailer.ts"
@@ -50,7 +52,7 @@ import { webhookHttpLayer } from "./providers/webhook-http.ts"
 import { agentWorkerLayer } from "./workers/agent.ts"
 import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
-import { webhookWorkerLayer } from "./workers/webhooks.ts"
+import { eventWorkerLayer, webhookWorkerLayer } from "./workers/webhooks.ts"
 
 /** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
 const paymentGateway = Layer.unwrap(Effect.gen(function*() {
@@ -89,6 +91,8 @@ const tier2 = Layer.mergeAll(
   SmsDeliveries.layer,
   Templates.layer,
   AgentJobs.layer,
+  EventEndpoints.layer,
+  EventDeliveries.layer,
 )
 
 /**
@@ -107,7 +111,7 @@ const outbound = outboundSenderLayer.pipe(
 const messageEvents = Layer.effect(
   MessageEvents,
   Effect.gen(function*() {
-    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber]
+    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber, yield* endpointSubscriber]
     return MessageEvents.of(MessageEvents.combine(subscribers))
   }),
 )
@@ -137,4 +141,5 @@ export const workersLayer = Layer.mergeAll(
   smsWorkerLayer,
   outboundWorkerLayer,
   agentWorkerLayer,
+  eventWorkerLayer,
 )

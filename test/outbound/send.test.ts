@@ -24,6 +24,7 @@ import {
   startDroppingServer,
   startRelay,
   type TestRelay,
+  verp,
 } from "./support.ts"
 
 let relay: TestRelay
@@ -69,10 +70,12 @@ describe("a send through the relay", () => {
     })
     expect(m.provider_message_id).toMatch(/@inbox\.localhost$/)
 
-    expect(relay.received).toHaveLength(1)
+    // One transaction per recipient, each with its own VERP return path, all carrying the same bytes.
+    expect(relay.received).toHaveLength(4)
+    const byRecipient = new Map(relay.received.map((r) => [r.to.join(","), r.from]))
+    expect(byRecipient).toEqual(new Map([to1, to2, cc, bcc].map((email, i) => [email, verp(api, m.id, i)])))
+    expect(new Set(relay.received.map((r) => r.raw)).size).toBe(1)
     const got = relay.received[0]!
-    expect(got.from).toBe("noreply@inbox.localhost")
-    expect([...got.to].sort()).toEqual([to1, to2, cc, bcc].sort())
     const parsed = await simpleParser(got.raw)
     expect(parsed.subject).toBe("Habari za leo")
     expect(parsed.text?.trim()).toBe("Plain body")
@@ -164,7 +167,7 @@ describe("recipients the relay refuses", () => {
     const next = await send(api, a, { to: [gone, ok, busy], subject: "again", text_body: "t" })
     expect(next.status).toBe(201)
     expect(next.body.data.amount_tzs).toBe(10)
-    expect([...relay.received[0]!.to].sort()).toEqual([ok, busy].sort())
+    expect(relay.received.flatMap((r) => r.to).sort()).toEqual([ok, busy].sort())
     const nd = await detail(api, a, next.body.data.id)
     expect(nd.body.data.recipients.find((r: { email: string }) => r.email === gone)).toMatchObject({
       status: "failed", error: "suppressed", provider_code: null,
@@ -372,7 +375,8 @@ describe("GET /api/outbound/emails[/id]", () => {
     expect((await api.call("GET", "/api/outbound/emails", { token: other.apiKey })).body.data).toEqual([])
     const d = await detail(api, a, ids[0]!)
     expect(Object.keys(d.body.data.recipients[0]).sort()).toEqual([
-      "created_at", "email", "error", "kind", "provider_code", "provider_message_id", "status", "updated_at",
+      "created_at", "email", "error", "feedback", "kind", "provider_code", "provider_message_id", "status", "updated_at",
     ])
+    expect(d.body.data.recipients[0].feedback).toBeNull()
   })
 })

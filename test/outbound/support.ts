@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net"
 import { SMTPServer } from "smtp-server"
 import { expect } from "vitest"
 import { Billing } from "../../effects/billing/service.ts"
+import { returnPath } from "../../effects/bounces/verp.ts"
 import type { Settings } from "../../effects/config.ts"
 import { OutboundRateLimit } from "../../effects/outbound/limits.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -275,3 +276,7 @@ export const eventually = async (check: () => Promise<boolean> | boolean, ms = 1
     await new Promise((r) => setTimeout(r, 20))
   }
 }
+
+/** The VERP return path the app gives recipient `index` of message `emailId` (the MAIL FROM of its transaction). */
+export const verp = (api: TestApp, emailId: number, index: number) =>
+  returnPath({ secret: api.settings.secretsKey, domain: api.settings.platformDomain }, emailId, index)
