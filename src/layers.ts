@@ -15,6 +15,7 @@ import { GoogleIdentity } from "../effects/auth/google.ts"
 import { Authenticator } from "../effects/auth/service.ts"
 import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
+import { Bounces } from "../effects/bounces/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
 import { AppConfig } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
@@ -122,6 +123,7 @@ const tier3 = Layer.mergeAll(
   Ingest.layer.pipe(Layer.provideMerge(InboundAddresses.layer)),
   AgentConfigs.layer,
   Layer.empty,
+  Bounces.layer,
 )
 
 export const servicesLayer = tier3.pipe(

@@ -22,6 +22,12 @@ export interface ReturnPathKey {
   readonly domain: string
 }
 
+/** SECRETS_KEY and the platform domain sign and scope the return paths. */
+export const returnPathKey = (config: { readonly secretsKey: Uint8Array; readonly platformDomain: string }): ReturnPathKey => ({
+  secret: config.secretsKey,
+  domain: config.platformDomain,
+})
+
 export interface VerpRecipient {
   readonly emailId: number
   readonly recipientIndex: number

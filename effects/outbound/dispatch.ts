@@ -15,7 +15,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { Billing, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
-import { type ReturnPathKey, returnPath } from "../bounces/verp.ts"
+import { type ReturnPathKey, returnPath, returnPathKey } from "../bounces/verp.ts"
 import { AppConfig } from "../config.ts"
 import type { ProviderError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
@@ -44,12 +44,6 @@ export interface Delivered {
   readonly message: OutboundMessageRow
   readonly failure: Option.Option<ProviderError>
 }
-
-/** SECRETS_KEY and the platform domain sign and scope the return paths. */
-export const returnPathKey = (config: { readonly secretsKey: Uint8Array; readonly platformDomain: string }): ReturnPathKey => ({
-  secret: config.secretsKey,
-  domain: config.platformDomain,
-})
 
 /**
  * The provider's view of a message: headers from all recipients, envelope from the charged ones,
