@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { iso } from "../shared/schema.ts"
-import { type DeliveryStatus, DeliveryStatus as DeliveryStatusSchema, WebhookUrl } from "./schema.ts"
+import { type DeliveryStatus, DeliveryStatus as DeliveryStatusSchema, WebhookSecret, WebhookUrl } from "./schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -28,6 +28,8 @@ export const EventNames = Schema.Array(Schema.Literals(EVENT_NAMES)).check(
 export const CreateEventEndpointBody = Schema.Struct({
   url: WebhookUrl,
   events: EventNames,
+  /** Kept as given (8..256 characters), as for inbox webhooks; generated when omitted. */
+  secret: Schema.optional(WebhookSecret),
 })
 export type CreateEventEndpointBody = typeof CreateEventEndpointBody.Type
 

@@ -66,7 +66,7 @@ export class EventEndpoints extends Context.Service<EventEndpoints, EventEndpoin
         if ((count?.n ?? 0) >= MAX_EVENT_ENDPOINTS) {
           return yield* new LimitReached({ message: `at most ${MAX_EVENT_ENDPOINTS} event endpoints per account` })
         }
-        const secret = `whsec_${yield* randomHex(16)}`
+        const secret = body.secret ?? `whsec_${yield* randomHex(16)}`
         const sealed = yield* seal(config.secretsKey, secret, ENDPOINT_SECRET_CONTEXT)
         const at = yield* now
         const [row] = yield* db.query<EventEndpointRow>(
