@@ -170,7 +170,8 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
               email: normalizedEmail(r.email),
               as: r.email,
               status: accepted ? "sent" : "failed",
-              error: accepted ? null : "rejected",
+              // Refused with a reply code: the address's answer. Without one: its transaction broke.
+              error: accepted ? null : v?.code != null ? "rejected" : "provider_error",
               code: v?.code ?? null,
               response: v?.response ?? null,
               pmid: accepted ? (v?.providerMessageId ?? result.providerMessageId) : null,

@@ -129,6 +129,22 @@ describe("a send through the relay", () => {
 })
 
 describe("recipients the relay refuses", () => {
+  it("one recipient's transaction refused after DATA: that recipient failed and refunded (not suppressed), the others sent", async () => {
+    const a = await fundedAccount(api, 100)
+    const [ok, blocked] = [rcpt("ok"), rcpt("blocked")]
+    relay.behaviour.dataRefuse.set(blocked, 554)
+    const res = await send(api, a, { to: [ok, blocked], subject: "s", text_body: "t" })
+    expect(res.status).toBe(201)
+    expect(res.body.data).toMatchObject({ status: "sent", amount_tzs: 5 })
+    const byEmail = Object.fromEntries((await detail(api, a, res.body.data.id)).body.data.recipients.map((r: { email: string }) => [r.email, r]))
+    expect(byEmail[ok]).toMatchObject({ status: "sent", error: null, provider_code: 250 })
+    expect(byEmail[blocked]).toMatchObject({ status: "failed", error: "provider_error", provider_code: null })
+    expect(relay.received.map((r) => r.to)).toEqual([[ok]])
+    expect(await balance(api, a.userId)).toBe(95)
+    expect(await query(api, "SELECT email FROM suppressions WHERE user_id = $1", [a.userId])).toEqual([])
+    await expectLedgerConsistent(api)
+  })
+
   it("marks a 550 recipient failed, refunds it, suppresses it; the others are sent", async () => {
     const a = await fundedAccount(api, 100)
     const [ok, gone, busy] = [rcpt("ok"), rcpt("gone"), rcpt("busy")]

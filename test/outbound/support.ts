@@ -33,6 +33,8 @@ export interface RelayBehaviour {
   mailFromCode: number | null
   /** Refuse every message after DATA with this code. */
   dataCode: number | null
+  /** Refuse after DATA the transactions addressed to these recipients (lowercase), with this code. */
+  readonly dataRefuse: Map<string, number>
 }
 
 export interface TestRelay {
@@ -50,7 +52,7 @@ const smtpError = (code: number, message: string) => Object.assign(new Error(mes
 
 export const startRelay = async (): Promise<TestRelay> => {
   const received: Array<Received> = []
-  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null }
+  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null, dataRefuse: new Map() }
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
@@ -69,6 +71,8 @@ export const startRelay = async (): Promise<TestRelay> => {
       stream.on("data", (c: Buffer) => chunks.push(c))
       stream.on("end", () => {
         if (behaviour.dataCode) return callback(smtpError(behaviour.dataCode, "message refused"))
+        const refusedAtData = session.envelope.rcptTo.map((r) => behaviour.dataRefuse.get(r.address.toLowerCase())).find(Boolean)
+        if (refusedAtData) return callback(smtpError(refusedAtData, "5.7.1 message content rejected"))
         received.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           to: session.envelope.rcptTo.map((r) => r.address),
@@ -89,6 +93,7 @@ export const startRelay = async (): Promise<TestRelay> => {
     reset: () => {
       received.length = 0
       behaviour.refuse.clear()
+      behaviour.dataRefuse.clear()
       behaviour.mailFromCode = null
       behaviour.dataCode = null
     },

@@ -176,3 +176,25 @@ describe("security", () => {
     expect((await api.call("GET", "/api/webhook/endpoints")).status).toBe(401)
   })
 })
+
+describe("OpenAPI", () => {
+  it("documents the endpoint routes with scope webhooks, and recipient feedback", async () => {
+    const doc = (await api.call("GET", "/api/openapi.json")).body
+    const ops = [
+      ["/api/webhook/endpoints", "post", "201"],
+      ["/api/webhook/endpoints", "get", "200"],
+      ["/api/webhook/endpoints/{id}", "patch", "200"],
+      ["/api/webhook/endpoints/{id}", "delete", "200"],
+      ["/api/webhook/endpoints/{id}/deliveries", "get", "200"],
+    ] as const
+    for (const [path, method, status] of ops) {
+      const op = doc.paths[path]?.[method]
+      expect(op, `${method} ${path}`).toBeDefined()
+      expect(op["x-required-scope"]).toBe("webhooks")
+      expect(op.responses[status]).toBeDefined()
+    }
+    const body = JSON.stringify(doc.paths["/api/webhook/endpoints"].post.requestBody)
+    for (const e of ALL) expect(body).toContain(e)
+    expect(JSON.stringify(doc)).toContain("\"feedback\"")
+  })
+})
