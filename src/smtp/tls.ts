@@ -12,7 +12,7 @@
  * Each server records the TLS facts of a session ({protocol, cipher}) when its handshake
  * completes, for the stored message.
  */
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tls from "node:tls"
@@ -73,12 +73,15 @@ export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMate
   Effect.gen(function*() {
     const files = generatedFiles(dataDir, host)
     if (!fs.existsSync(files.cert) || !fs.existsSync(files.key)) {
+      const now = Number(yield* Clock.currentTimeMillis)
       const pems = yield* Effect.tryPromise({
         try: () =>
           generate([{ name: "commonName", value: host }], {
             keySize: 2048,
             algorithm: "sha256",
-            notAfterDate: new Date(Date.now() + 825 * 86_400_000),
+            notBeforeDate: new Date(now),
+            // 825 days: the longest validity TLS clients accept for a server certificate.
+            notAfterDate: new Date(now + 825 * 86_400_000),
             extensions: [
               { name: "basicConstraints", cA: false },
               { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
