@@ -69,7 +69,7 @@ const parse = (raw: Uint8Array) =>
   )
 
 /** Reads `raw` (the whole message as received) into a report. Never fails. */
-export const readReport = (raw: Uint8Array, mailFrom: string): Effect.Effect<BounceReport> =>
+export const readReport = (raw: Uint8Array): Effect.Effect<BounceReport> =>
   Effect.gen(function*() {
     const parsed = yield* Effect.result(parse(raw))
     if (parsed._tag === "Failure") return { _tag: "Unrecognised", reason: "the message could not be parsed" } as const
@@ -94,7 +94,7 @@ export const readReport = (raw: Uint8Array, mailFrom: string): Effect.Effect<Bou
 
     const from = mail.from?.value.map((a) => `${a.name} <${a.address ?? ""}>`).join(", ") ?? ""
     const failedRecipients = mail.headers.get("x-failed-recipients")
-    if (!looksLikeBounce({ mailFrom, from, subject: mail.subject ?? "", failedRecipients: failedRecipients !== undefined })) {
+    if (!looksLikeBounce({ from, subject: mail.subject ?? "", failedRecipients: failedRecipients !== undefined })) {
       return { _tag: "Unrecognised", reason: "not a delivery report or abuse report" } as const
     }
     const text = readTextBounce(mail.text ?? "")

@@ -98,7 +98,7 @@ export class Bounces extends Context.Service<Bounces, BouncesShape>()("app/Bounc
       })
 
       const process = Effect.fn("Bounces.process")(function*(intake: BounceIntake) {
-        const report = yield* readReport(intake.raw, intake.mailFrom)
+        const report = yield* readReport(intake.raw)
         const outcome = yield* db.transaction(Effect.gen(function*() {
           const row = yield* recipientAt(intake.recipient, true)
           if (!row) return { _tag: "Ignored", reason: "the message or recipient no longer exists" } as const

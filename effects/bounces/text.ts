@@ -38,9 +38,12 @@ const FAILED = /permanent(?:ly)? (?:error|failure|fatal)|failed permanently|coul
 
 const clip = (s: string) => s.replace(/\s+/g, " ").trim().slice(0, 500)
 
-/** Whether the envelope and headers say this is a delivery notice at all. */
-export const looksLikeBounce = (h: { readonly mailFrom: string; readonly from: string; readonly subject: string; readonly failedRecipients: boolean }) =>
-  h.failedRecipients || SENDER.test(h.from) || SUBJECT.test(h.subject) || (h.mailFrom === "" && SUBJECT.test(h.subject))
+/**
+ * Whether the headers say this is a delivery notice at all. The null sender alone does not:
+ * autoresponders (RFC 3834) answer the return path with it too.
+ */
+export const looksLikeBounce = (h: { readonly from: string; readonly subject: string; readonly failedRecipients: boolean }) =>
+  h.failedRecipients || SENDER.test(h.from) || SUBJECT.test(h.subject)
 
 /**
  * Reads a notice's explanation (the body before the copy of the original). Null when it names
