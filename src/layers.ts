@@ -103,6 +103,8 @@ const tier2 = Layer.mergeAll(
 const outbound = outboundSenderLayer.pipe(
   Layer.provideMerge(Outbound.layer),
   Layer.provideMerge(OutboundDispatcher.layer),
+  // Bounces and complaints of outbound mail; the MX intake (tier 3) calls it.
+  Layer.provideMerge(Bounces.layer),
 )
 
 /**
@@ -123,7 +125,6 @@ const tier3 = Layer.mergeAll(
   Ingest.layer.pipe(Layer.provideMerge(InboundAddresses.layer)),
   AgentConfigs.layer,
   Layer.empty,
-  Bounces.layer,
 )
 
 export const servicesLayer = tier3.pipe(
