@@ -43,6 +43,13 @@ export interface Settings {
   /** Largest accepted SMTP message in bytes (advertised with SIZE). */
   readonly maxMessageBytes: number
   readonly logLevel: "debug" | "info" | "warn" | "error"
+  /** TLS_CERT_FILE / TLS_KEY_FILE: PEM certificate (chain) and key of the SMTP servers, reloaded on SIGHUP. */
+  readonly tlsCertFile: Option.Option<string>
+  readonly tlsKeyFile: Option.Option<string>
+  /** SANDBOX_SMTPS_PORT: the sandbox's implicit-TLS port. */
+  readonly sandboxSmtpsPort: number
+  /** NODE_ENV=production: no stand-ins are made up (e.g. no self-signed certificate). */
+  readonly production: boolean
 }
 
 export class AppConfig extends Context.Service<AppConfig, Settings>()("app/AppConfig") {}

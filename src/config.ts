@@ -62,6 +62,10 @@ const raw = Config.all({
   maxBodyBytes: Config.Int("MAX_BODY_BYTES").pipe(Config.withDefault(30 * 1024 * 1024)),
   maxMessageBytes: Config.Int("MAX_MESSAGE_BYTES").pipe(Config.withDefault(25 * 1024 * 1024)),
   logLevel: Config.Literals(["debug", "info", "warn", "error"], "LOG_LEVEL").pipe(Config.withDefault("info" as const)),
+  tlsCertFile: optionalString("TLS_CERT_FILE"),
+  tlsKeyFile: optionalString("TLS_KEY_FILE"),
+  sandboxSmtpsPort: Config.Port("SANDBOX_SMTPS_PORT").pipe(Config.withDefault(2465)),
+  production: Config.String("NODE_ENV").pipe(Config.withDefault(""), Config.map((v) => v.trim() === "production")),
 })
 
 /** Keys kept in DATA_DIR when not given by env; created once with owner-only permissions. */
@@ -96,6 +100,9 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     const r = yield* raw.parse(provider).pipe(Effect.mapError((e) => new ConfigInvalid({ message: oneLine(e) })))
     if (r.webhookMaxAttempts < 1 || r.webhookMaxAttempts > 20) {
       return yield* new ConfigInvalid({ message: "Invalid setting WEBHOOK_MAX_ATTEMPTS: expected an integer from 1 to 20" })
+    }
+    if (Option.isSome(r.tlsCertFile) !== Option.isSome(r.tlsKeyFile)) {
+      return yield* new ConfigInvalid({ message: "Invalid setting TLS_CERT_FILE / TLS_KEY_FILE: set both (PEM certificate and its key) or neither" })
     }
     if (Option.isSome(r.databaseUrl) && !/^postgres(ql)?:\/\//.test(r.databaseUrl.value)) {
       return yield* new ConfigInvalid({ message: "Invalid setting DATABASE_URL: expected postgres://user@host:port/db" })

@@ -15,6 +15,7 @@ import { GoogleIdentity } from "../effects/auth/google.ts"
 import { Authenticator } from "../effects/auth/service.ts"
 import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
+import { Bounces } from "../effects/bounces/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
 import { AppConfig } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
@@ -37,7 +38,9 @@ import { smsSubscriber } from "../effects/sms/events.ts"
 import { SmsNotifications } from "../effects/sms/service.ts"
 import { Templates } from "../effects/templates/service.ts"
 import { WebhookDeliveries } from "../effects/webhooks/delivery.ts"
-import { webhookSubscriber } from "../effects/webhooks/events.ts"
+import { endpointSubscriber, webhookSubscriber } from "../effects/webhooks/events.ts"
+import { EventDeliveries } from "../effects/webhooks/event-deliveries.ts"
+import { EventEndpoints } from "../effects/webhooks/endpoints.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { outboundMailerLayer } from "./providers/outbound-mailer.ts"
@@ -50,7 +53,7 @@ import { webhookHttpLayer } from "./providers/webhook-http.ts"
 import { agentWorkerLayer } from "./workers/agent.ts"
 import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
-import { webhookWorkerLayer } from "./workers/webhooks.ts"
+import { eventWorkerLayer, webhookWorkerLayer } from "./workers/webhooks.ts"
 
 /** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
 const paymentGateway = Layer.unwrap(Effect.gen(function*() {
@@ -89,6 +92,8 @@ const tier2 = Layer.mergeAll(
   SmsDeliveries.layer,
   Templates.layer,
   AgentJobs.layer,
+  EventEndpoints.layer,
+  EventDeliveries.layer,
 )
 
 /**
@@ -98,6 +103,8 @@ const tier2 = Layer.mergeAll(
 const outbound = outboundSenderLayer.pipe(
   Layer.provideMerge(Outbound.layer),
   Layer.provideMerge(OutboundDispatcher.layer),
+  // Bounces and complaints of outbound mail; the MX intake (tier 3) calls it.
+  Layer.provideMerge(Bounces.layer),
 )
 
 /**
@@ -107,7 +114,7 @@ const outbound = outboundSenderLayer.pipe(
 const messageEvents = Layer.effect(
   MessageEvents,
   Effect.gen(function*() {
-    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber]
+    const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber, yield* endpointSubscriber]
     return MessageEvents.of(MessageEvents.combine(subscribers))
   }),
 )
@@ -137,4 +144,5 @@ export const workersLayer = Layer.mergeAll(
   smsWorkerLayer,
   outboundWorkerLayer,
   agentWorkerLayer,
+  eventWorkerLayer,
 )

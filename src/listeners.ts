@@ -5,7 +5,7 @@
 import type { ManagedRuntime } from "effect"
 import type { Settings } from "../effects/config.ts"
 import { mxListener } from "./smtp/mx.ts"
-import { sandboxListener } from "./smtp/sandbox.ts"
+import { sandboxListener, sandboxSmtpsListener } from "./smtp/sandbox.ts"
 
 export interface Listener {
   readonly name: string
@@ -18,4 +18,5 @@ export interface Listener {
 export const listeners: ReadonlyArray<Listener> = [
   mxListener,
   sandboxListener,
+  sandboxSmtpsListener,
 ]

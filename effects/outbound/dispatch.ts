@@ -7,15 +7,24 @@
  * out of `queued` (whoever records first wins), and the refund is in the same transaction: a
  * recipient the provider refused gives back its 5 TZS, a message the provider did not take at
  * all gives back everything. A permanent (5xx) refusal also puts the address on the account's
- * suppression list.
+ * suppression list. The same transaction queues `email.sent` / `email.failed` for the account's
+ * event endpoints (outbox), one per recipient.
+ *
+ * Every recipient goes in its own SMTP transaction whose MAIL FROM is its VERP return path
+ * (effects/bounces/verp.ts): `buildDispatch` names them.
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { Billing, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
+import { type ReturnPathKey, returnPath, returnPathKey } from "../bounces/verp.ts"
+import { AppConfig } from "../config.ts"
 import type { ProviderError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { type DispatchResult, type MailAttachment, OutboundMailer, type OutboundDispatch } from "../ports/OutboundMailer.ts"
 import type { DkimKey } from "../sending-domains/identity.ts"
 import { SenderIdentities } from "../sending-domains/identity.ts"
+import type { OutboundEvent } from "../webhooks/endpoint-schema.ts"
+import { EventDeliveries } from "../webhooks/event-deliveries.ts"
+import { dispatchEvent } from "./events.ts"
 import { normalizedEmail } from "./recipients.ts"
 import type { OutboundMessageRow, OutboundRecipientRow } from "./schema.ts"
 import { attachmentsOf, type ContentRow, contentOf, messagesByIds, recipientsOf, releaseAttachments } from "./store.ts"
@@ -36,7 +45,10 @@ export interface Delivered {
   readonly failure: Option.Option<ProviderError>
 }
 
-/** The provider's view of a message: headers from all recipients, envelope from the charged ones. */
+/**
+ * The provider's view of a message: headers from all recipients, envelope from the charged ones,
+ * each with the return path of its position among all the message's recipients.
+ */
 export const buildDispatch = (
   message: Pick<OutboundMessageRow, "id" | "user_id" | "from_address" | "message_id_header">,
   content: Pick<ContentRow, "subject" | "html_body" | "text_body" | "headers">,
@@ -45,16 +57,19 @@ export const buildDispatch = (
   >,
   attachments: ReadonlyArray<MailAttachment>,
   dkim: Option.Option<DkimKey>,
+  key: ReturnPathKey,
 ): OutboundDispatch => {
   const header = (kind: "to" | "cc") =>
     recipients.filter((r) => r.kind === kind).map((r) => (r.name ? { email: r.email, name: r.name } : { email: r.email }))
+  const live = recipients.flatMap((r, index) => (r.charged ? [{ email: r.email, index }] : []))
   return {
     userId: message.user_id,
     messageId: message.id,
     from: message.from_address,
     to: header("to"),
     cc: header("cc"),
-    envelope: recipients.filter((r) => r.charged).map((r) => r.email),
+    envelope: live.map((r) => r.email),
+    returnPaths: live.map((r) => returnPath(key, message.id, r.index)),
     subject: content.subject,
     text: content.text_body || undefined,
     html: content.html_body || undefined,
@@ -82,6 +97,8 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
       const billing = yield* Billing
       const mailer = yield* OutboundMailer
       const senders = yield* SenderIdentities
+      const events = yield* EventDeliveries
+      const key = returnPathKey(yield* AppConfig)
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
       const reload = (id: number) => Effect.map(messagesByIds(db, [id]), (rows) => rows[0]!)
@@ -106,10 +123,15 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
               WHERE id = $1`,
             [messageId, code, at],
           )
-          yield* db.query(
+          const dropped = yield* db.query<{ email: string }>(
             `UPDATE outbound_recipients SET status = 'failed', error = 'provider_error', updated_at = $2
-              WHERE message_id = $1 AND status = 'queued'`,
+              WHERE message_id = $1 AND status = 'queued' RETURNING email`,
             [messageId, at],
+          )
+          const reason = code === "PROVIDER_ERROR" ? "the mail provider did not accept the message" : `message not sent (${code})`
+          yield* events.emit(
+            queued.user_id,
+            dropped.map((r) => dispatchEvent(messageId, { email: r.email, sent: false, code: null, response: reason })),
           )
           if (queued.amount_tzs > 0) {
             yield* billing.refund({
@@ -127,6 +149,7 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
           )
           yield* releaseAttachments(db, queued.content_id)
         }))
+        yield* events.wake
         return yield* reload(messageId)
       })
 
@@ -145,10 +168,13 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
             const accepted = v?.accepted ?? false
             return {
               email: normalizedEmail(r.email),
+              as: r.email,
               status: accepted ? "sent" : "failed",
-              error: accepted ? null : "rejected",
+              // Refused with a reply code: the address's answer. Without one: its transaction broke.
+              error: accepted ? null : v?.code != null ? "rejected" : "provider_error",
               code: v?.code ?? null,
-              pmid: accepted ? result.providerMessageId : null,
+              response: v?.response ?? null,
+              pmid: accepted ? (v?.providerMessageId ?? result.providerMessageId) : null,
             }
           })
           const failed = outcomes.filter((o) => o.status === "failed")
@@ -186,6 +212,10 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
               [queued.user_id, messageId, at, JSON.stringify(permanent.map((o) => ({ email: o.email, code: o.code })))],
             )
           }
+          yield* events.emit(
+            queued.user_id,
+            outcomes.map((o): OutboundEvent => dispatchEvent(messageId, { email: o.as, sent: o.status === "sent", code: o.code, response: o.response })),
+          )
           yield* releaseAttachments(db, queued.content_id)
         }))
 
@@ -198,6 +228,7 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
           return { message: yield* fail(message.id, "PROVIDER_ERROR"), failure: Option.some(sent.failure) } satisfies Delivered
         }
         yield* record(message.id, sent.success)
+        yield* events.wake
         return { message: yield* reload(message.id), failure: Option.none() } satisfies Delivered
       })
 
@@ -218,7 +249,7 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
         // Recipients are recorded together with the message, so a queued message's charged ones are all still queued.
         const recipients = yield* recipientsOf(db, message.id)
         const attachments = yield* attachmentsOf(db, message.content_id)
-        return yield* deliver(message, buildDispatch(message, content, recipients, attachments, identity.success.dkim))
+        return yield* deliver(message, buildDispatch(message, content, recipients, attachments, identity.success.dkim, key))
       })
 
       return OutboundDispatcher.of({ deliver, fail, recover })

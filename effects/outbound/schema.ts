@@ -85,6 +85,22 @@ export const OutboundMessage = Schema.Struct({
 })
 export type OutboundMessage = typeof OutboundMessage.Type
 
+export const FeedbackType = Schema.Literals(["bounced", "deferred", "complained"])
+export type FeedbackType = typeof FeedbackType.Type
+
+/**
+ * What the recipient's side reported after the relay took the message: a bounce (5.x.x), a
+ * delay (4.x.x) or a complaint (an ARF report). `smtp_code` is the reported status (`5.1.1`, or a
+ * basic reply code such as `550`; null for complaints), `diagnostic` its text.
+ */
+export const Feedback = Schema.Struct({
+  type: FeedbackType,
+  smtp_code: Schema.NullOr(Schema.String),
+  diagnostic: Schema.NullOr(Schema.String),
+  at: Schema.String,
+})
+export type Feedback = typeof Feedback.Type
+
 export const OutboundRecipient = Schema.Struct({
   email: Schema.String,
   kind: Schema.Literals(["to", "cc", "bcc"]),
@@ -93,6 +109,8 @@ export const OutboundRecipient = Schema.Struct({
   error: Schema.NullOr(Schema.String),
   provider_code: Schema.NullOr(Schema.Int),
   provider_message_id: Schema.NullOr(Schema.String),
+  /** Null until a bounce, delay notice or complaint about this recipient came back. */
+  feedback: Schema.NullOr(Feedback),
   created_at: Schema.String,
   updated_at: Schema.String,
 })
@@ -170,6 +188,10 @@ export interface OutboundRecipientRow {
   readonly provider_code: number | null
   readonly provider_message_id: string | null
   readonly charged: boolean
+  readonly feedback_type: FeedbackType | null
+  readonly feedback_smtp_code: string | null
+  readonly feedback_diagnostic: string | null
+  readonly feedback_at: Date | null
   readonly created_at: Date
   readonly updated_at: Date
 }
@@ -202,6 +224,12 @@ export const toOutboundRecipient = (row: OutboundRecipientRow): OutboundRecipien
   error: row.error,
   provider_code: row.provider_code,
   provider_message_id: row.provider_message_id,
+  feedback: row.feedback_type === null || row.feedback_type === undefined ? null : {
+    type: row.feedback_type,
+    smtp_code: row.feedback_smtp_code,
+    diagnostic: row.feedback_diagnostic,
+    at: iso(row.feedback_at)!,
+  },
   created_at: iso(row.created_at)!,
   updated_at: iso(row.updated_at)!,
 })

@@ -32,6 +32,8 @@ import { Templates } from "../templates/service.ts"
 import { decodeAttachments } from "./attachments.ts"
 import { type Content, headerIssues, mergeContent, type OutboundRequest, type ParsedRecipient, parseRecipients } from "./compose.ts"
 import { buildDispatch, DISPATCH_LEASE, OutboundDispatcher } from "./dispatch.ts"
+import { returnPathKey } from "../bounces/verp.ts"
+import { AppConfig } from "../config.ts"
 import { claimKey, type IdempotencyKey, withIdempotencyKey } from "./idempotency.ts"
 import { BATCH_CHUNK, MAX_BATCH_RECIPIENTS, MAX_RECIPIENTS, OutboundRateLimit, rateLimitKey } from "./limits.ts"
 import { normalizedEmail } from "./recipients.ts"
@@ -123,6 +125,7 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
       const senders = yield* SenderIdentities
       const templates = yield* Templates
       const dispatcher = yield* OutboundDispatcher
+      const verpKey = returnPathKey(yield* AppConfig)
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
       /** Everything about the request that can be refused before money or rate is spent. */
@@ -235,7 +238,7 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
           const [row] = yield* messagesByIds(db, [messageId])
           const delivered = yield* dispatcher.deliver(
             row!,
-            buildDispatch(row!, storedContent(prepared), recipients, prepared.attachments, prepared.identity.dkim),
+            buildDispatch(row!, storedContent(prepared), recipients, prepared.attachments, prepared.identity.dkim, verpKey),
           )
           if (Option.isSome(delivered.failure)) {
             return yield* new ProviderError({
@@ -291,7 +294,14 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
               (row) =>
                 dispatcher.deliver(
                   row,
-                  buildDispatch(row, storedContent(prepared), [{ ...recipientOf.get(row.id)!, kind: "to", charged: true }], prepared.attachments, prepared.identity.dkim),
+                  buildDispatch(
+                    row,
+                    storedContent(prepared),
+                    [{ ...recipientOf.get(row.id)!, kind: "to", charged: true }],
+                    prepared.attachments,
+                    prepared.identity.dkim,
+                    verpKey,
+                  ),
                 ),
               { concurrency: 10, discard: true },
             )

@@ -31,6 +31,11 @@ export interface OutboundDispatch {
   readonly cc: ReadonlyArray<MailAddress>
   /** Who the provider delivers to (after suppression), lowercase-compared with the answer. */
   readonly envelope: ReadonlyArray<string>
+  /**
+   * The MAIL FROM of each envelope recipient, in the same order: its VERP return path, so a
+   * bounce names its recipient. One SMTP transaction per recipient carries it.
+   */
+  readonly returnPaths: ReadonlyArray<string>
   readonly subject: string
   readonly text?: string | undefined
   readonly html?: string | undefined
@@ -48,6 +53,10 @@ export interface RecipientVerdict {
   readonly accepted: boolean
   /** The reply code for this recipient (250, 550, 452 …), when the provider gave one. */
   readonly code: number | null
+  /** The provider's reply text for this recipient (`550 5.1.1 no such user`), when it gave one. */
+  readonly response?: string | null | undefined
+  /** The provider's id of this recipient's transaction, when it differs per recipient. */
+  readonly providerMessageId?: string | null | undefined
 }
 
 export interface DispatchResult {

@@ -1,19 +1,19 @@
 /**
  * SMS deliveries: one row per (rule, message), written in the transaction that stored the
  * message (the unique constraint makes a second queuing of the same message a no-op), then sent
- * by the SMS worker (src/workers/sms.ts) with the rule's own provider key, retried like webhooks
- * (same attempt cap and 1 s, 3 s … backoff), with the same take-then-record rule under the lease
- * so an attempt is never made twice.
+ * by the SMS worker (src/workers/sms.ts) with the rule's own provider key on the shared delivery
+ * machine (deliveries/outbox.ts): the same lease, take-then-record rule, attempt cap and retry
+ * schedule as webhooks. A retry keeps the row `pending` (the SMS states have no `retrying`).
  */
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
+import { type Channel, delivered, failed, makeAttempt } from "../deliveries/outbox.ts"
 import type { NotConfigured, ProviderError } from "../errors.ts"
 import type { StoredMessage } from "../ingest/events.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { SmsGateway } from "../ports/SmsGateway.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { openText } from "../shared/secretbox.ts"
-import { backoff } from "../webhooks/delivery.ts"
 import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
 import { smsSummary } from "./summary.ts"
 
@@ -51,6 +51,27 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
       const signals = yield* WorkSignals
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
+      const send = (job: SmsDeliveryRow, rule: SmsRuleRow) =>
+        Effect.gen(function*() {
+          if (Option.isNone(config.smsApiUrl)) return failed("SMS sending is not configured on this server", false)
+          const key = yield* Effect.result(openText(config.secretsKey, rule.provider_key_sealed, KEY_CONTEXT))
+          if (key._tag === "Failure") return failed("provider key cannot be decrypted (SECRETS_KEY changed?)", false)
+          const sent = yield* Effect.result(gateway.send({ to: rule.phone_number, message: job.body }, { apiKey: key.success }))
+          if (sent._tag === "Success") return delivered({ sent_at: yield* now, provider_message_id: sent.success.messageId })
+          return failed(describe(sent.failure), retryable(sent.failure))
+        })
+
+      const channel: Channel<SmsDeliveryRow, SmsRuleRow> = {
+        name: "SmsDeliveries",
+        table: "sms_deliveries",
+        targetKey: "rule_id",
+        targetTable: "sms_rules",
+        statuses: { open: ["pending"], retrying: "pending", delivered: "sent" },
+        inactive: "rule revoked",
+        noAnswer: {},
+        perform: send,
+      }
+
       const enqueue = Effect.fn("SmsDeliveries.enqueue")(function*(message: StoredMessage) {
         const at = yield* now
         return yield* db.query<SmsDeliveryRow>(
@@ -62,57 +83,7 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
         )
       })
 
-      const record = (job: SmsDeliveryRow, n: number, fields: {
-        status: "pending" | "sent" | "failed"
-        error: string | null
-        nextAt: Date | null
-        sentAt: Date | null
-        providerMessageId: string | null
-      }) =>
-        db.query(
-          `UPDATE sms_deliveries
-              SET status = $4, last_error = $5, next_attempt_at = $6, sent_at = $7, provider_message_id = $8, locked_until = NULL
-            WHERE id = $1 AND attempt = $2 AND locked_until = $3`,
-          [job.id, n, job.locked_until, fields.status, fields.error, fields.nextAt, fields.sentAt, fields.providerMessageId],
-        )
-
-      const fail = (job: SmsDeliveryRow, n: number, error: string) =>
-        record(job, n, { status: "failed", error, nextAt: null, sentAt: null, providerMessageId: null }).pipe(
-          Effect.as(Option.none<Date>()),
-        )
-
-      const attempt = Effect.fn("SmsDeliveries.attempt")(function*(job: SmsDeliveryRow) {
-        const max = config.webhookMaxAttempts
-        if (job.attempt >= max) return yield* fail(job, job.attempt, "attempt interrupted (instance stopped); no attempts left")
-        const [taken] = yield* db.query<{ attempt: number } & SmsRuleRow>(
-          `WITH taken AS (
-             UPDATE sms_deliveries SET attempt = attempt + 1
-              WHERE id = $1 AND attempt = $2 AND locked_until = $3 AND status = 'pending'
-              RETURNING attempt, rule_id)
-           SELECT taken.attempt, r.* FROM taken JOIN sms_rules r ON r.id = taken.rule_id`,
-          [job.id, job.attempt, job.locked_until],
-        )
-        if (!taken) return Option.none<Date>()
-        const n = taken.attempt
-        if (!taken.is_active) return yield* fail(job, n, "rule revoked")
-        if (Option.isNone(config.smsApiUrl)) return yield* fail(job, n, "SMS sending is not configured on this server")
-        const key = yield* Effect.result(openText(config.secretsKey, taken.provider_key_sealed, KEY_CONTEXT))
-        if (key._tag === "Failure") return yield* fail(job, n, "provider key cannot be decrypted (SECRETS_KEY changed?)")
-
-        const sent = yield* Effect.result(gateway.send({ to: taken.phone_number, message: job.body }, { apiKey: key.success }))
-        const at = yield* now
-        if (sent._tag === "Success") {
-          yield* record(job, n, { status: "sent", error: null, nextAt: null, sentAt: at, providerMessageId: sent.success.messageId })
-          return Option.none<Date>()
-        }
-        const error = describe(sent.failure)
-        if (!retryable(sent.failure) || n >= max) return yield* fail(job, n, error)
-        const nextAt = new Date(at.getTime() + Duration.toMillis(backoff(n)))
-        yield* record(job, n, { status: "pending", error, nextAt, sentAt: null, providerMessageId: null })
-        return Option.some(nextAt)
-      })
-
-      return SmsDeliveries.of({ enqueue, attempt, wake: signals.notify(SMS_QUEUE) })
+      return SmsDeliveries.of({ enqueue, attempt: yield* makeAttempt(channel), wake: signals.notify(SMS_QUEUE) })
     }),
   )
 }

@@ -1,10 +1,15 @@
 /**
- * What both outbound adapters share: the nodemailer message built from a dispatch (the relay
- * sends it, the capture transport keeps it, so a capture is byte for byte what the relay would
- * have sent, DKIM signature included), and the reading of the relay's answer per recipient.
+ * What both outbound adapters share: the message composed once from a dispatch (the relay sends
+ * it, the capture transport keeps it, so a capture is byte for byte what the relay would have
+ * sent, DKIM signature included), and the sending of those bytes to the relay.
+ *
+ * One SMTP transaction per recipient: each recipient's MAIL FROM is its own VERP return path
+ * (effects/bounces/verp.ts), so a bounce or complaint names the recipient it is about. Every
+ * transaction carries the same composed bytes (one Message-ID, one DKIM signature; Bcc in no
+ * header), over the transport's pooled connections.
  */
 import { Effect, Option } from "effect"
-import type { NodemailerError, SendMailOptions } from "nodemailer"
+import nodemailer, { type NodemailerError, type SendMailOptions } from "nodemailer"
 import { ProviderError } from "../../effects/errors.ts"
 import type { DispatchResult, MailAddress, OutboundDispatch, RecipientVerdict } from "../../effects/ports/OutboundMailer.ts"
 
@@ -20,10 +25,19 @@ export const mailOptions = (d: OutboundDispatch): SendMailOptions => ({
   attachments: d.attachments.map((a) => ({ filename: a.filename, contentType: a.contentType, content: Buffer.from(a.content) })),
   headers: { ...d.headers },
   messageId: `<${d.messageIdHeader}>`,
-  // The envelope is explicit: Bcc recipients are in it and in no header; suppressed ones in neither.
-  envelope: { from: d.from, to: [...d.envelope] },
+  // Bcc recipients are in no header; the envelopes are set per transaction.
   ...(Option.isSome(d.dkim) ? { dkim: { ...d.dkim.value } } : {}),
 })
+
+// Composition only (no connection): nodemailer's stream transport renders and DKIM-signs.
+const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" })
+
+/** The message as it goes out to every recipient. */
+export const compose = (d: OutboundDispatch): Effect.Effect<Buffer, ProviderError> =>
+  Effect.tryPromise({
+    try: () => composer.sendMail(mailOptions(d)).then((info) => info.message as Buffer),
+    catch: (e) => new ProviderError({ message: "the message could not be composed", detail: String(e) }),
+  })
 
 /** The reply code at the start of an SMTP reply (`250 2.0.0 Ok` → 250). */
 export const replyCode = (response: unknown): number | null => {
@@ -34,49 +48,78 @@ export const replyCode = (response: unknown): number | null => {
 const stripBrackets = (id: string) => id.replace(/^<|>$/g, "")
 
 interface SmtpInfo {
-  readonly accepted?: ReadonlyArray<unknown>
-  readonly rejectedErrors?: ReadonlyArray<NodemailerError>
   readonly response?: unknown
-  readonly messageId?: string
   readonly serverMessageId?: string
 }
 
-/** One verdict per envelope recipient, from the relay's accepted list and per-recipient errors. */
-const verdicts = (d: OutboundDispatch, accepted: ReadonlyArray<unknown>, rejected: ReadonlyArray<NodemailerError>, okCode: number | null) => {
-  const acceptedSet = new Set(accepted.map((a) => String(typeof a === "object" && a && "address" in a ? a.address : a).toLowerCase()))
-  const refused = new Map(rejected.map((e) => [String(e.recipient ?? "").toLowerCase(), e]))
-  return d.envelope.map((email): RecipientVerdict => {
-    const key = email.toLowerCase()
-    const err = refused.get(key)
-    if (err) return { email, accepted: false, code: err.responseCode ?? replyCode(err.response) }
-    if (acceptedSet.has(key)) return { email, accepted: true, code: okCode }
-    // Not named either way (should not happen): not proven delivered, so not charged.
-    return { email, accepted: false, code: null }
-  })
-}
+type Relay = { sendMail: (o: SendMailOptions) => Promise<SmtpInfo> }
 
-/** Sends with `transport` and reads the answer; only a failure of the whole message is an error. */
-export const sendAndRead = (
-  transport: { sendMail: (o: SendMailOptions) => Promise<SmtpInfo> },
-  d: OutboundDispatch,
-): Effect.Effect<DispatchResult, ProviderError> =>
+/** How one recipient's transaction ended. */
+type Transaction =
+  | { readonly _tag: "Accepted"; readonly verdict: RecipientVerdict }
+  /** Refused at RCPT TO: an answer about this recipient. */
+  | { readonly _tag: "Refused"; readonly verdict: RecipientVerdict }
+  /** Refused at MAIL FROM or DATA, or the connection failed: nothing said about the recipient. */
+  | { readonly _tag: "Broken"; readonly email: string; readonly detail: string }
+
+const oneLine = (s: unknown) => String(s ?? "").replace(/\s+/g, " ").trim()
+
+const transaction = (relay: Relay, raw: Buffer, email: string, returnPath: string): Effect.Effect<Transaction> =>
   Effect.tryPromise({
-    try: () => transport.sendMail(mailOptions(d)),
+    try: () => relay.sendMail({ envelope: { from: returnPath, to: [email] }, raw }),
     catch: (e) => e as NodemailerError,
   }).pipe(
-    Effect.map((info): DispatchResult => ({
-      providerMessageId: stripBrackets(info.serverMessageId ?? info.messageId ?? d.messageIdHeader),
-      recipients: verdicts(d, info.accepted ?? [], info.rejectedErrors ?? [], replyCode(info.response)),
+    Effect.map((info): Transaction => ({
+      _tag: "Accepted",
+      verdict: {
+        email,
+        accepted: true,
+        code: replyCode(info.response),
+        response: oneLine(info.response) || null,
+        providerMessageId: info.serverMessageId ?? null,
+      },
     })),
     Effect.catch((err: NodemailerError) => {
-      // Every recipient refused at RCPT TO: an answer about the recipients, not a provider failure.
-      if (err.code === "EENVELOPE" && err.command === "RCPT TO" && err.rejectedErrors?.length) {
-        return Effect.succeed<DispatchResult>({
-          providerMessageId: d.messageIdHeader,
-          recipients: verdicts(d, [], err.rejectedErrors, null),
+      const refusal = err.code === "EENVELOPE" && err.command === "RCPT TO" ? err.rejectedErrors?.[0] : undefined
+      if (refusal) {
+        const response = oneLine(refusal.response ?? refusal.message)
+        return Effect.succeed<Transaction>({
+          _tag: "Refused",
+          verdict: { email, accepted: false, code: refusal.responseCode ?? replyCode(refusal.response), response: response || null },
         })
       }
-      const where = [err.code, err.command, err.response ?? err.message].filter(Boolean).join(" ")
-      return Effect.fail(new ProviderError({ message: "the mail provider did not accept the message", detail: where }))
+      const detail = [err.code, err.command, err.response ?? err.message].filter(Boolean).join(" ")
+      return Effect.succeed<Transaction>({ _tag: "Broken", email, detail })
     }),
   )
+
+/**
+ * Sends `raw` to every envelope recipient, each in its own transaction with its return path,
+ * up to `concurrency` at once. Only a failure of the message as a whole is an error: no recipient
+ * accepted and at least one transaction broken (unreachable relay, MAIL FROM or DATA refused).
+ */
+export const sendEach = (
+  relay: Relay,
+  d: OutboundDispatch,
+  raw: Buffer,
+  concurrency: number,
+): Effect.Effect<DispatchResult, ProviderError> =>
+  Effect.gen(function*() {
+    const done = yield* Effect.forEach(d.envelope, (email, i) => transaction(relay, raw, email, d.returnPaths[i]!), { concurrency })
+    const accepted = done.flatMap((t) => (t._tag === "Accepted" ? [t.verdict] : []))
+    const broken = done.flatMap((t) => (t._tag === "Broken" ? [t] : []))
+    if (accepted.length === 0 && broken.length > 0) {
+      return yield* new ProviderError({ message: "the mail provider did not accept the message", detail: broken[0]!.detail })
+    }
+    return {
+      providerMessageId: stripBrackets(accepted.find((v) => v.providerMessageId)?.providerMessageId ?? d.messageIdHeader),
+      recipients: done.map((t): RecipientVerdict =>
+        // A transaction that broke after others went through: not delivered, not the address's fault.
+        t._tag === "Broken" ? { email: t.email, accepted: false, code: null, response: t.detail } : t.verdict
+      ),
+    }
+  })
+
+/** Composes once, then sends to each recipient through `relay`. */
+export const sendAndRead = (relay: Relay, d: OutboundDispatch, concurrency: number): Effect.Effect<DispatchResult, ProviderError> =>
+  Effect.flatMap(compose(d), (raw) => sendEach(relay, d, raw, concurrency))

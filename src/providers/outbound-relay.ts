@@ -2,7 +2,8 @@
  * OutboundMailer over the SMTP relay (SMTP_RELAY_URL): nodemailer on the same transport
  * construction as platform mail, pooled so a batch's messages share a few connections. The
  * relay's reply to each RCPT TO is the verdict for that recipient; DKIM signing happens here
- * with the key of the verified own domain the message goes from.
+ * with the key of the verified own domain the message goes from. Each recipient is its own
+ * transaction (its VERP return path as MAIL FROM; outbound-compose.ts).
  */
 import { Effect, Layer } from "effect"
 import { OutboundMailer } from "../../effects/ports/OutboundMailer.ts"
@@ -19,7 +20,7 @@ export const relayOutboundMailer = (url: string) =>
       const transport = yield* relayTransport(url, { pool: true, maxConnections: RELAY_CONNECTIONS })
       return OutboundMailer.of({
         kind: "relay",
-        send: (dispatch) => sendAndRead(transport, dispatch).pipe(Effect.withSpan("OutboundMailer.relay")),
+        send: (dispatch) => sendAndRead(transport, dispatch, RELAY_CONNECTIONS).pipe(Effect.withSpan("OutboundMailer.relay")),
       })
     }),
   )

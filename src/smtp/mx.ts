@@ -5,8 +5,8 @@
  * 250 only after its storing transaction committed; a client that goes away before the final dot
  * leaves nothing stored and nothing charged.
  *
- * No AUTH and no STARTTLS here: an MX takes mail from anyone for our domains, and without an
- * operator-supplied certificate STARTTLS would only offer smtp-server's built-in test key.
+ * No AUTH here: an MX takes mail from anyone for our domains. STARTTLS is offered with the
+ * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
@@ -15,12 +15,14 @@ import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
 import { readMessage, stepRunner } from "./common.ts"
 import { type MxSessionState, newSessionState, onMessage, onRecipient } from "./session.ts"
+import { smtpTls } from "./tls.ts"
 
 /** Recipients per message; more get 452 and are retried by the sender in another transaction. */
 export const MAX_RECIPIENTS = 100
 
-export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) =>
-  new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
+export const startMx = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) => {
+  const tls = await smtpTls(runtime, settings, "mx")
+  return new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
     const states = new Map<string, MxSessionState>()
     const stateOf = (session: SMTPServerSession) => {
       let state = states.get(session.id)
@@ -38,7 +40,8 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
       rejectOversized: true,
       maxRecipients: MAX_RECIPIENTS,
       disableReverseLookup: true,
-      disabledCommands: ["AUTH", "STARTTLS"],
+      disabledCommands: tls.enabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
+      ...tls.options,
       logger: false,
       socketTimeout: 60_000,
       closeTimeout: 10_000,
@@ -55,6 +58,8 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             recipients: session.envelope.rcptTo.map((r) => r.address),
             client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "" },
+            // {protocol, cipher} or null, for the stored message (ingest records it).
+            tls: tls.facts(session),
           }
           run(onMessage(delivery), (err, text) => (err ? callback(err) : callback(null, text)))
         })
@@ -62,12 +67,14 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
 
       onClose(session) {
         states.delete(session.id)
+        tls.forget(session)
       },
     })
+    const detach = tls.attach(server)
 
     let listening = false
     server.on("error", (err) => {
-      if (!listening) return reject(err)
+      if (!listening) return (detach(), reject(err))
       // Socket-level trouble of one client (resets, TLS probes); never fatal to the server.
       runtime.runFork(Effect.logDebug("mx: connection error", String(err)))
     })
@@ -75,9 +82,10 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
       listening = true
       resolve({
         port: (server.server.address() as AddressInfo).port,
-        close: () => new Promise<void>((done) => server.close(() => done())),
+        close: () => new Promise<void>((done) => (detach(), server.close(() => done()))),
       })
     })
   })
+}
 
 export const mxListener: Listener = { name: "mx", start: startMx }

@@ -10,9 +10,9 @@
  * answered 250 only after it is stored; a client that goes away before the final dot leaves
  * nothing behind and uses none of the month's allowance. Capture never touches the wallet.
  *
- * No STARTTLS: there are no certificate settings yet, and smtp-server's built-in key would only
- * pretend. AUTH is therefore offered in the clear (allowInsecureAuth); the credentials only ever
- * capture, but run this on trusted networks or behind a TLS-terminating proxy.
+ * TLS (tls.ts): STARTTLS on SANDBOX_SMTP_PORT and implicit TLS on SANDBOX_SMTPS_PORT (a second
+ * listener with the same session policy). AUTH stays allowed without TLS (allowInsecureAuth), as
+ * SPEC.md's clients expect; the credentials only ever capture.
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
@@ -22,12 +22,16 @@ import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import type { Listener } from "../listeners.ts"
 import { readMessage, stepRunner } from "./common.ts"
 import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
+import { smtpTls } from "./tls.ts"
 
 /** Recipients per message, as on the MX; more get 452. */
 export const MAX_RECIPIENTS = 100
 
-export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) =>
-  new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
+/** `implicitTls`: the SANDBOX_SMTPS_PORT listener (TLS from the first byte, no STARTTLS). */
+export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings, implicitTls = false) => {
+  const tls = await smtpTls(runtime, settings, implicitTls ? "sandbox_smtps" : "sandbox", implicitTls ? "not listening on SANDBOX_SMTPS_PORT" : undefined)
+  if (implicitTls && !tls.enabled) return { port: 0, close: () => Promise.resolve() }
+  return new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
     const states = new Map<string, SandboxSessionState>()
     const stateOf = (session: SMTPServerSession) => {
       let state = states.get(session.id)
@@ -43,7 +47,9 @@ export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any
       rejectOversized: true,
       maxRecipients: MAX_RECIPIENTS,
       disableReverseLookup: true,
-      disabledCommands: ["STARTTLS"],
+      disabledCommands: tls.enabled && !implicitTls ? [] : ["STARTTLS"],
+      ...tls.options,
+      secure: implicitTls,
       authMethods: ["PLAIN", "LOGIN"],
       allowInsecureAuth: true,
       authRequiredMessage: "5.7.0 Authentication required",
@@ -71,6 +77,8 @@ export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any
             raw,
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             recipients: session.envelope.rcptTo.map((r) => r.address),
+            // {protocol, cipher} or null, for the captured message (the sandbox records it).
+            tls: tls.facts(session),
           }
           run(onMessage(stateOf(session), submission), (err, text) => (err ? callback(err) : callback(null, text)))
         })
@@ -78,23 +86,30 @@ export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any
 
       onClose(session) {
         states.delete(session.id)
+        tls.forget(session)
       },
     })
+    const detach = tls.attach(server)
 
     let listening = false
     server.on("error", (err) => {
-      if (!listening) return reject(err)
+      if (!listening) return (detach(), reject(err))
       // Socket-level trouble of one client (resets, TLS probes); never fatal to the server.
       runtime.runFork(Effect.logDebug("sandbox: connection error", String(err)))
     })
-    server.listen(settings.sandboxSmtpPort, "0.0.0.0", () => {
+    server.listen(implicitTls ? settings.sandboxSmtpsPort : settings.sandboxSmtpPort, "0.0.0.0", () => {
       listening = true
       const port = (server.server.address() as AddressInfo).port
+      const close = () => new Promise<void>((done) => (detach(), server.close(() => done())))
+      // The settings API names the plaintext/STARTTLS port.
+      if (implicitTls) return resolve({ port, close })
       runtime.runPromise(SandboxCredentials.use((c) => c.listening(port))).then(
-        () => resolve({ port, close: () => new Promise<void>((done) => server.close(() => done())) }),
-        (e) => server.close(() => reject(e)),
+        () => resolve({ port, close }),
+        (e) => (detach(), server.close(() => reject(e))),
       )
     })
   })
+}
 
-export const sandboxListener: Listener = { name: "sandbox", start: startSandboxSmtp }
+export const sandboxListener: Listener = { name: "sandbox", start: (runtime, settings) => startSandboxSmtp(runtime, settings) }
+export const sandboxSmtpsListener: Listener = { name: "sandbox_smtps", start: (runtime, settings) => startSandboxSmtp(runtime, settings, true) }

@@ -1,74 +1,56 @@
 /**
- * The webhook dispatcher: an actor over `webhook_deliveries` on the foundation's worker pattern.
- *
- * Why it looks like this: deliveries must survive restarts and run on several instances, so
- * the queue is the table (claimed with SKIP LOCKED under a lease longer than one attempt can
- * take), and the attempt bookkeeping lives in WebhookDeliveries.attempt. Retries are due 1 s and
- * 3 s after a failure; polling alone would add up to a poll interval to each, so the instance
- * that scheduled a retry also sets a wake-up for its due time (fibers in the layer's scope, gone
- * at shutdown; another instance still finds the row by polling).
+ * The webhook dispatchers: the delivery worker (deliveries.ts) over `webhook_deliveries` (inbox
+ * webhooks) and over `event_deliveries` (account event endpoints). Each
+ * attempt mostly waits on a receiver; several at once keep one slow receiver from holding up the
+ * rest.
  */
-import { Clock, Duration, Effect, Layer, Option } from "effect"
-import { Database } from "../../effects/ports/Database.ts"
-import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
+import { Effect } from "effect"
 import { WEBHOOK_QUEUE, WebhookDeliveries } from "../../effects/webhooks/delivery.ts"
+import type { EventDeliveryRow } from "../../effects/webhooks/endpoint-schema.ts"
+import { EVENT_QUEUE, EventDeliveries } from "../../effects/webhooks/event-deliveries.ts"
 import type { WebhookDeliveryRow } from "../../effects/webhooks/schema.ts"
 import { WebhookDeliveryOptions } from "../../effects/webhooks/transport.ts"
-import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
+import { type DeliveryQueue, deliveryWorkerLayer, deliveryWorkerSpec, leaseFor } from "./deliveries.ts"
 
-/** Wakes worker `queue` at a given time; the sleeping fibers belong to the caller's scope. */
-export const makeWakeups = (queue: string) =>
-  Effect.gen(function*() {
-    const scope = yield* Effect.scope
-    const signals = yield* WorkSignals
-    return (at: Date) =>
-      Effect.gen(function*() {
-        const delay = Math.max(0, at.getTime() - Number(yield* Clock.currentTimeMillis))
-        yield* Effect.forkIn(Effect.andThen(Effect.sleep(Duration.millis(delay)), signals.notify(queue)), scope)
-      })
-  })
+// The agent worker imports these from here; they live with the delivery worker now.
+export { leaseFor, makeWakeups, wakeForEarliest } from "./deliveries.ts"
 
-/**
- * At start-up, a wake-up for the earliest retry already in the table: rows scheduled by an
- * instance that stopped are then attempted on time, not a poll interval late.
- */
-export const wakeForEarliest = (wakeAt: (at: Date) => Effect.Effect<void>, table: string, statuses: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
-    const db = yield* Database
-    const [row] = yield* db.query<{ at: Date | null }>(
-      `SELECT min(next_attempt_at) AS at FROM ${table} WHERE status IN (${statuses.map((s) => `'${s}'`).join(", ")})`,
-    )
-    if (row?.at) yield* wakeAt(row.at)
-  }).pipe(Effect.catchCause((cause) => Effect.logWarning(`${table}: cannot look up the next due row`, cause)))
-
-/** A lease comfortably longer than one attempt (the transport's deadline). */
-export const leaseFor = (timeout: Duration.Input): Duration.Duration =>
-  Duration.max(Duration.times(Duration.fromInputUnsafe(timeout), 3), Duration.seconds(1))
+export const webhookQueue = Effect.gen(function*() {
+  const deliveries = yield* WebhookDeliveries
+  const options = yield* WebhookDeliveryOptions
+  const queue: DeliveryQueue<WebhookDeliveryRow> = {
+    name: WEBHOOK_QUEUE,
+    table: "webhook_deliveries",
+    statuses: ["pending", "retrying"],
+    lease: leaseFor(options.timeout),
+    concurrency: 8,
+    attempt: deliveries.attempt,
+  }
+  return queue
+})
 
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
-export const webhookWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void) =>
-  Effect.gen(function*() {
-    const deliveries = yield* WebhookDeliveries
-    const options = yield* WebhookDeliveryOptions
-    const spec: WorkerSpec<WebhookDeliveryRow> = {
-      name: WEBHOOK_QUEUE,
-      claim: claimDue<WebhookDeliveryRow>({
-        table: "webhook_deliveries",
-        dueColumn: "next_attempt_at",
-        statuses: ["pending", "retrying"],
-        lease: leaseFor(options.timeout),
-      }),
-      handle: (job) => Effect.flatMap(deliveries.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
-      pollInterval: "2 seconds",
-      // Each attempt mostly waits on a receiver; several at once keep one slow receiver from holding up the rest.
-      concurrency: 8,
-    }
-    return spec
-  })
+export const webhookWorkerSpec = (onRetry?: (at: Date) => Effect.Effect<void>) =>
+  Effect.map(webhookQueue, (queue) => deliveryWorkerSpec(queue, onRetry))
 
-export const webhookWorkerLayer = Layer.effectDiscard(Effect.gen(function*() {
-  const wakeAt = yield* makeWakeups(WEBHOOK_QUEUE)
-  const spec = yield* webhookWorkerSpec(wakeAt)
-  yield* wakeForEarliest(wakeAt, "webhook_deliveries", ["pending", "retrying"])
-  yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
-}))
+export const webhookWorkerLayer = deliveryWorkerLayer(webhookQueue)
+
+/** Deliveries to account event endpoints: the same worker over `event_deliveries`. */
+export const eventQueue = Effect.gen(function*() {
+  const deliveries = yield* EventDeliveries
+  const options = yield* WebhookDeliveryOptions
+  const queue: DeliveryQueue<EventDeliveryRow> = {
+    name: EVENT_QUEUE,
+    table: "event_deliveries",
+    statuses: ["pending", "retrying"],
+    lease: leaseFor(options.timeout),
+    concurrency: 8,
+    attempt: deliveries.attempt,
+  }
+  return queue
+})
+
+export const eventWorkerSpec = (onRetry?: (at: Date) => Effect.Effect<void>) =>
+  Effect.map(eventQueue, (queue) => deliveryWorkerSpec(queue, onRetry))
+
+export const eventWorkerLayer = deliveryWorkerLayer(eventQueue)

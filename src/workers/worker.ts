@@ -98,6 +98,3 @@ export const claimDue = <J>(options: Parameters<typeof claimDueSql>[0] & { reado
     })
 }
 
-/** Delay before attempt `n + 1` after `n` failed attempts: base · factor^(n-1) (1 s, 3 s, 9 s …). */
-export const retryDelay = (failedAttempts: number, base: Duration.Input = "1 second", factor = 3): Duration.Duration =>
-  Duration.times(Duration.fromInputUnsafe(base), Math.pow(factor, Math.max(0, failedAttempts - 1)))

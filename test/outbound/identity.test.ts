@@ -11,7 +11,7 @@ import type { TestAccount } from "../support/accounts.ts"
 import type { TestApp } from "../support/app.ts"
 import { startDnsServer, type TestDnsServer } from "../support/dns-server.ts"
 import { addDomain, type DnsRecord, publish, type SendingTestApp, unique, verify } from "../sending-domains/support.ts"
-import { expectNothingWritten, fundedAccount, makeOutboundApp, query, rcpt, send, startRelay, type TestRelay } from "./support.ts"
+import { expectNothingWritten, fundedAccount, makeOutboundApp, query, rcpt, send, startRelay, type TestRelay, verp } from "./support.ts"
 
 let relay: TestRelay
 let dns: TestDnsServer
@@ -65,7 +65,8 @@ describe("the platform sender", () => {
     const res = await send(api, a, { to: [rcpt()], subject: "s", text_body: "t", from_address: "Billing@INBOX.localhost" })
     expect(res.status).toBe(201)
     expect(res.body.data.from_address).toBe("billing@inbox.localhost")
-    expect(relay.received[0]!.from).toBe("billing@inbox.localhost")
+    // The envelope sender is the recipient's VERP return path; the From header is the sender.
+    expect(relay.received[0]!.from).toBe(verp(api, res.body.data.id, 0))
     expect(relay.received[0]!.raw).toMatch(/^From: billing@inbox\.localhost\r$/m)
     expect(relay.received[0]!.raw).not.toMatch(/^DKIM-Signature:/m)
   })
@@ -86,7 +87,8 @@ describe("a verified own domain", () => {
     const from = `hello@${domain.domain}`
     expect(res.body.data.from_address).toBe(from)
     const got = relay.received[0]!
-    expect(got.from).toBe(from)
+    expect(got.from).toBe(verp(api, res.body.data.id, 0))
+    expect(got.raw).toMatch(new RegExp(`^From: ${from.replace(/\./g, "\\.")}\r$`, "m"))
     expect(got.raw).toMatch(new RegExp(`^DKIM-Signature: .*d=${domain.domain.replace(/\./g, "\\.")};`, "m"))
     const dkim = await dkimOf(got.raw, from)
     expect(dkim).toHaveLength(1)
@@ -155,12 +157,16 @@ describe("the capture transport (SMTP_RELAY_URL unset)", () => {
       const res = await send(capture, owner, { to: [to], bcc: [bcc], subject: "Captured", text_body: "t", from_domain_id: created.domain.id })
       expect(res.status).toBe(201)
       expect(res.body.data).toMatchObject({ status: "sent", amount_tzs: 10 })
-      const [row] = await query<{ envelope_from: string; envelope_to: Array<string>; raw: Uint8Array; size_bytes: number; message_id: number }>(
+      const [row] = await query<
+        { envelope_from: string; envelope_to: Array<string>; return_paths: Array<string>; raw: Uint8Array; size_bytes: number; message_id: number }
+      >(
         capture,
         "SELECT * FROM outbound_captures WHERE user_id = $1",
         [owner.userId],
       )
       expect(row).toMatchObject({ envelope_from: `noreply@${created.domain.domain}`, envelope_to: [to, bcc], message_id: res.body.data.id })
+      // Each recipient's transaction would go with its own VERP return path.
+      expect(row!.return_paths).toEqual([verp(capture, res.body.data.id, 0), verp(capture, res.body.data.id, 1)])
       const raw = Buffer.from(row!.raw).toString("utf8")
       expect(row!.size_bytes).toBe(Buffer.byteLength(raw))
       expect(raw).toContain("Subject: Captured")

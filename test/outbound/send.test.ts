@@ -24,6 +24,7 @@ import {
   startDroppingServer,
   startRelay,
   type TestRelay,
+  verp,
 } from "./support.ts"
 
 let relay: TestRelay
@@ -69,10 +70,12 @@ describe("a send through the relay", () => {
     })
     expect(m.provider_message_id).toMatch(/@inbox\.localhost$/)
 
-    expect(relay.received).toHaveLength(1)
+    // One transaction per recipient, each with its own VERP return path, all carrying the same bytes.
+    expect(relay.received).toHaveLength(4)
+    const byRecipient = new Map(relay.received.map((r) => [r.to.join(","), r.from]))
+    expect(byRecipient).toEqual(new Map([to1, to2, cc, bcc].map((email, i) => [email, verp(api, m.id, i)])))
+    expect(new Set(relay.received.map((r) => r.raw)).size).toBe(1)
     const got = relay.received[0]!
-    expect(got.from).toBe("noreply@inbox.localhost")
-    expect([...got.to].sort()).toEqual([to1, to2, cc, bcc].sort())
     const parsed = await simpleParser(got.raw)
     expect(parsed.subject).toBe("Habari za leo")
     expect(parsed.text?.trim()).toBe("Plain body")
@@ -126,6 +129,22 @@ describe("a send through the relay", () => {
 })
 
 describe("recipients the relay refuses", () => {
+  it("one recipient's transaction refused after DATA: that recipient failed and refunded (not suppressed), the others sent", async () => {
+    const a = await fundedAccount(api, 100)
+    const [ok, blocked] = [rcpt("ok"), rcpt("blocked")]
+    relay.behaviour.dataRefuse.set(blocked, 554)
+    const res = await send(api, a, { to: [ok, blocked], subject: "s", text_body: "t" })
+    expect(res.status).toBe(201)
+    expect(res.body.data).toMatchObject({ status: "sent", amount_tzs: 5 })
+    const byEmail = Object.fromEntries((await detail(api, a, res.body.data.id)).body.data.recipients.map((r: { email: string }) => [r.email, r]))
+    expect(byEmail[ok]).toMatchObject({ status: "sent", error: null, provider_code: 250 })
+    expect(byEmail[blocked]).toMatchObject({ status: "failed", error: "provider_error", provider_code: null })
+    expect(relay.received.map((r) => r.to)).toEqual([[ok]])
+    expect(await balance(api, a.userId)).toBe(95)
+    expect(await query(api, "SELECT email FROM suppressions WHERE user_id = $1", [a.userId])).toEqual([])
+    await expectLedgerConsistent(api)
+  })
+
   it("marks a 550 recipient failed, refunds it, suppresses it; the others are sent", async () => {
     const a = await fundedAccount(api, 100)
     const [ok, gone, busy] = [rcpt("ok"), rcpt("gone"), rcpt("busy")]
@@ -164,7 +183,7 @@ describe("recipients the relay refuses", () => {
     const next = await send(api, a, { to: [gone, ok, busy], subject: "again", text_body: "t" })
     expect(next.status).toBe(201)
     expect(next.body.data.amount_tzs).toBe(10)
-    expect([...relay.received[0]!.to].sort()).toEqual([ok, busy].sort())
+    expect(relay.received.flatMap((r) => r.to).sort()).toEqual([ok, busy].sort())
     const nd = await detail(api, a, next.body.data.id)
     expect(nd.body.data.recipients.find((r: { email: string }) => r.email === gone)).toMatchObject({
       status: "failed", error: "suppressed", provider_code: null,
@@ -372,7 +391,8 @@ describe("GET /api/outbound/emails[/id]", () => {
     expect((await api.call("GET", "/api/outbound/emails", { token: other.apiKey })).body.data).toEqual([])
     const d = await detail(api, a, ids[0]!)
     expect(Object.keys(d.body.data.recipients[0]).sort()).toEqual([
-      "created_at", "email", "error", "kind", "provider_code", "provider_message_id", "status", "updated_at",
+      "created_at", "email", "error", "feedback", "kind", "provider_code", "provider_message_id", "status", "updated_at",
     ])
+    expect(d.body.data.recipients[0].feedback).toBeNull()
   })
 })

@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net"
 import { SMTPServer } from "smtp-server"
 import { expect } from "vitest"
 import { Billing } from "../../effects/billing/service.ts"
+import { returnPath } from "../../effects/bounces/verp.ts"
 import type { Settings } from "../../effects/config.ts"
 import { OutboundRateLimit } from "../../effects/outbound/limits.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -32,6 +33,8 @@ export interface RelayBehaviour {
   mailFromCode: number | null
   /** Refuse every message after DATA with this code. */
   dataCode: number | null
+  /** Refuse after DATA the transactions addressed to these recipients (lowercase), with this code. */
+  readonly dataRefuse: Map<string, number>
 }
 
 export interface TestRelay {
@@ -49,7 +52,7 @@ const smtpError = (code: number, message: string) => Object.assign(new Error(mes
 
 export const startRelay = async (): Promise<TestRelay> => {
   const received: Array<Received> = []
-  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null }
+  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null, dataRefuse: new Map() }
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
@@ -68,6 +71,8 @@ export const startRelay = async (): Promise<TestRelay> => {
       stream.on("data", (c: Buffer) => chunks.push(c))
       stream.on("end", () => {
         if (behaviour.dataCode) return callback(smtpError(behaviour.dataCode, "message refused"))
+        const refusedAtData = session.envelope.rcptTo.map((r) => behaviour.dataRefuse.get(r.address.toLowerCase())).find(Boolean)
+        if (refusedAtData) return callback(smtpError(refusedAtData, "5.7.1 message content rejected"))
         received.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           to: session.envelope.rcptTo.map((r) => r.address),
@@ -88,6 +93,7 @@ export const startRelay = async (): Promise<TestRelay> => {
     reset: () => {
       received.length = 0
       behaviour.refuse.clear()
+      behaviour.dataRefuse.clear()
       behaviour.mailFromCode = null
       behaviour.dataCode = null
     },
@@ -275,3 +281,7 @@ export const eventually = async (check: () => Promise<boolean> | boolean, ms = 1
     await new Promise((r) => setTimeout(r, 20))
   }
 }
+
+/** The VERP return path the app gives recipient `index` of message `emailId` (the MAIL FROM of its transaction). */
+export const verp = (api: TestApp, emailId: number, index: number) =>
+  returnPath({ secret: api.settings.secretsKey, domain: api.settings.platformDomain }, emailId, index)

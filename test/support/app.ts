@@ -48,6 +48,10 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   maxBodyBytes: 30 * 1024 * 1024,
   maxMessageBytes: 25 * 1024 * 1024,
   logLevel: "error",
+  tlsCertFile: Option.none(),
+  tlsKeyFile: Option.none(),
+  sandboxSmtpsPort: 0,
+  production: false,
   ...overrides,
 })
 

@@ -2,12 +2,13 @@
  * The worker pattern (src/workers/worker.ts) on a throwaway queue table: retry timing under
  * TestClock, lease expiry, supervision after a crash, and concurrent claimers never sharing a row.
  */
-import { Clock, Duration, Effect, Fiber, Queue } from "effect"
+import { Clock, Duration, Effect, Fiber, Option, Queue } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
-import { claimDue, retryDelay, runOnce, runWorker, supervised, type WorkerSpec } from "../../src/workers/worker.ts"
+import { delayAfter, deliverySchedule } from "../../effects/deliveries/retry.ts"
+import { claimDue, runOnce, runWorker, supervised, type WorkerSpec } from "../../src/workers/worker.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 
 let api: TestApp
@@ -34,7 +35,7 @@ interface Job {
 
 const MAX_ATTEMPTS = 3
 
-/** A queue whose handler always fails and reschedules with the real backoff. */
+/** A queue whose handler always fails and reschedules with the real delivery schedule. */
 const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job> => {
   const claim = claimDue<Job>({ table: "test_jobs", dueColumn: "next_attempt_at", statuses: ["pending", "retrying"], lease: "30 seconds" })
   return {
@@ -46,10 +47,11 @@ const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job>
         const db = yield* Database
         const now = Number(yield* Clock.currentTimeMillis)
         const attempt = job.attempt + 1
+        const delay = yield* delayAfter(deliverySchedule(MAX_ATTEMPTS), attempt)
         yield* db.query(
           `UPDATE test_jobs SET attempt = $2, attempted_at = attempted_at || $3::bigint, locked_until = NULL,
              status = $4, next_attempt_at = $5 WHERE id = $1`,
-          [job.id, attempt, now, attempt >= MAX_ATTEMPTS ? "failed" : "retrying", new Date(now + Duration.toMillis(retryDelay(attempt)))],
+          [job.id, attempt, now, Option.isNone(delay) ? "failed" : "retrying", new Date(now + Option.match(delay, { onNone: () => 0, onSome: Duration.toMillis }))],
         )
         if (seen) yield* Queue.offer(seen, attempt)
       }),

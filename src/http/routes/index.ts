@@ -20,6 +20,7 @@ import { smsRoutes } from "./sms.ts"
 import { templateRoutes } from "./templates.ts"
 import { healthRoutes } from "./system.ts"
 import { webhookRoutes } from "./webhooks.ts"
+import { eventEndpointRoutes } from "./event-endpoints.ts"
 
 export const capabilityRoutes: ReadonlyArray<Route> = [
   ...healthRoutes,
@@ -36,6 +37,7 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...complianceRoutes,
   ...billingRoutes,
   ...fakeGatewayRoutes,
+  ...eventEndpointRoutes,
 ]
 
 const documentationRoutes: ReadonlyArray<Route> = [

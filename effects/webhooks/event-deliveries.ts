@@ -1,0 +1,142 @@
+/**
+ * Deliveries to account event endpoints: one row per (event, subscribed endpoint), written in
+ * the transaction of the fact (an outbound outcome recorded, a bounce or complaint processed, an
+ * inbound message stored), then attempted by the event worker on the shared delivery machine
+ * (deliveries/outbox.ts), signed and SSRF-guarded exactly like inbox webhooks. The body is fixed
+ * when the event happens, so every retry sends the same bytes.
+ */
+import { Clock, Context, Effect, Layer, type Option } from "effect"
+import { type Channel, makeAttempt } from "../deliveries/outbox.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+import { WorkSignals } from "../ports/WorkSignals.ts"
+import type { EventDeliveryRow, EventEndpointRow, OutboundEvent } from "./endpoint-schema.ts"
+import { makeSignedPost } from "./post.ts"
+
+/** WorkSignals queue (and worker) name. */
+export const EVENT_QUEUE = "event-endpoints"
+/** Secretbox context of `event_endpoints.secret_sealed`. */
+export const ENDPOINT_SECRET_CONTEXT = "event_endpoint.secret"
+export const INBOUND_EVENT = "inbound.message_received"
+
+/** `webhook-id` of an event delivery; prefixed so it never equals an inbox delivery's id. */
+export const eventDeliveryId = (id: number): string => `evt_${id}`
+
+export interface EventDeliveriesShape {
+  /**
+   * Queues each event for every active endpoint of the account subscribed to it; joins the
+   * caller's transaction. Writes nothing when no endpoint subscribes.
+   */
+  readonly emit: (userId: number, events: ReadonlyArray<OutboundEvent>) => Effect.Effect<number, DbError>
+  /** Queues `inbound.message_received` (the inbox webhook's payload) for the account's subscribed endpoints. */
+  readonly emitInbound: (message: { readonly id: number; readonly userId: number; readonly addressId: number }) => Effect.Effect<number, DbError>
+  /** Makes the next attempt of a claimed delivery; returns when the following one is due, if any. */
+  readonly attempt: (job: EventDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
+  /** Wakes the worker (after the queuing transaction committed). */
+  readonly wake: Effect.Effect<void>
+}
+
+interface NewDelivery {
+  readonly endpoint_id: number
+  readonly event: string
+  readonly body: string
+  readonly email_id: number | null
+  readonly message_id: number | null
+}
+
+export class EventDeliveries extends Context.Service<EventDeliveries, EventDeliveriesShape>()("app/EventDeliveries") {
+  static readonly layer = Layer.effect(
+    EventDeliveries,
+    Effect.gen(function*() {
+      const db = yield* Database
+      const signals = yield* WorkSignals
+      const signed = yield* makeSignedPost
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
+
+      /** The account's active endpoints subscribed to any of `events`. */
+      const subscribers = (userId: number, events: ReadonlyArray<string>) =>
+        db.query<Pick<EventEndpointRow, "id" | "events">>(
+          `SELECT id, events FROM event_endpoints
+            WHERE user_id = $1 AND is_active AND events ?| (SELECT array_agg(x) FROM jsonb_array_elements_text($2::jsonb) AS x)
+            ORDER BY id`,
+          [userId, JSON.stringify([...new Set(events)])],
+        )
+
+      const insert = (rows: ReadonlyArray<NewDelivery>, at: Date) =>
+        rows.length === 0 ? Effect.succeed(0) : Effect.map(
+          db.query(
+            `INSERT INTO event_deliveries (endpoint_id, event, body, email_id, message_id, status, attempt, next_attempt_at, created_at)
+             SELECT v.endpoint_id, v.event, v.body, v.email_id, v.message_id, 'pending', 0, $2, $2
+               FROM jsonb_to_recordset($1::jsonb) AS v(pos int, endpoint_id bigint, event text, body text, email_id bigint, message_id bigint)
+              ORDER BY v.pos
+             RETURNING id`,
+            [JSON.stringify(rows.map((r, pos) => ({ ...r, pos }))), at],
+          ),
+          (inserted) => inserted.length,
+        )
+
+      const emit = Effect.fn("EventDeliveries.emit")(function*(userId: number, events: ReadonlyArray<OutboundEvent>) {
+        if (events.length === 0) return 0
+        const endpoints = yield* subscribers(userId, events.map((e) => e.event))
+        if (endpoints.length === 0) return 0
+        const at = yield* now
+        const rows = events.flatMap((e) => {
+          const body = JSON.stringify({
+            event: e.event,
+            email_id: e.email_id,
+            recipient: e.recipient,
+            status: e.status,
+            smtp_code: e.smtp_code,
+            diagnostic: e.diagnostic,
+            timestamp: at.toISOString(),
+          })
+          return endpoints.filter((ep) => ep.events.includes(e.event)).map((ep): NewDelivery => ({
+            endpoint_id: ep.id,
+            event: e.event,
+            body,
+            email_id: e.email_id,
+            message_id: null,
+          }))
+        })
+        return yield* insert(rows, at)
+      })
+
+      const emitInbound = Effect.fn("EventDeliveries.emitInbound")(function*(message: { id: number; userId: number; addressId: number }) {
+        const endpoints = yield* subscribers(message.userId, [INBOUND_EVENT])
+        if (endpoints.length === 0) return 0
+        const at = yield* now
+        return yield* insert(
+          endpoints.map((ep) => ({
+            endpoint_id: ep.id,
+            event: INBOUND_EVENT,
+            // The inbox webhook's payload; `webhook_id` names the endpoint.
+            body: JSON.stringify({
+              event: INBOUND_EVENT,
+              webhook_id: ep.id,
+              address_id: message.addressId,
+              message_id: message.id,
+              timestamp: at.toISOString(),
+            }),
+            email_id: null,
+            message_id: message.id,
+          })),
+          at,
+        )
+      })
+
+      const channel: Channel<EventDeliveryRow, EventEndpointRow> = {
+        name: "EventDeliveries",
+        table: "event_deliveries",
+        targetKey: "endpoint_id",
+        targetTable: "event_endpoints",
+        statuses: { open: ["pending", "retrying"], retrying: "retrying", delivered: "delivered" },
+        inactive: "endpoint is inactive",
+        noAnswer: { status_code: null },
+        perform: (job, endpoint) => signed.attempt(endpoint, ENDPOINT_SECRET_CONTEXT, eventDeliveryId(job.id), job.body),
+        deactivate: (endpoint, at) =>
+          Effect.asVoid(db.query("UPDATE event_endpoints SET is_active = false, updated_at = $2 WHERE id = $1", [endpoint.id, at])),
+      }
+
+      return EventDeliveries.of({ emit, emitInbound, attempt: yield* makeAttempt(channel), wake: signals.notify(EVENT_QUEUE) })
+    }),
+  )
+}

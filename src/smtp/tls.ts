@@ -1,0 +1,197 @@
+/**
+ * TLS of the SMTP servers (DECISIONS.md "TLS on the SMTP servers"): STARTTLS on the MX and the
+ * sandbox, implicit TLS on the sandbox's SANDBOX_SMTPS_PORT.
+ *
+ * The certificate comes from TLS_CERT_FILE / TLS_KEY_FILE (PEM), re-read on SIGHUP so a renewed
+ * certificate (certbot, an ACME client) is served without a restart; a bad file at reload keeps
+ * the one in use. Without them, outside production, a self-signed certificate for MX_HOST is made
+ * once into DATA_DIR and reused by every later start (and every instance sharing DATA_DIR), so
+ * TLS works on a laptop with nothing configured. In production without them nothing is made up:
+ * STARTTLS is not offered, and start-up says so.
+ *
+ * Each server records the TLS facts of a session ({protocol, cipher}) when its handshake
+ * completes, for the stored message.
+ */
+import { Clock, Effect, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as tls from "node:tls"
+import { generate } from "selfsigned"
+import type { SMTPServer, SMTPServerOptions, SMTPServerSession } from "smtp-server"
+import type { Settings } from "../../effects/config.ts"
+
+/** The certificate cannot be read, does not parse, or does not match its key. */
+export class TlsUnavailable extends Schema.TaggedError<TlsUnavailable>()("TlsUnavailable", { message: Schema.String }) {}
+
+export interface TlsMaterial {
+  readonly key: string
+  readonly cert: string
+  /** `files` (TLS_CERT_FILE / TLS_KEY_FILE) or `generated` (self-signed, in DATA_DIR). */
+  readonly source: "files" | "generated"
+}
+
+/** What a session negotiated; null when it stayed plaintext. */
+export interface TlsFacts {
+  readonly protocol: string
+  readonly cipher: string
+}
+
+/** Rejects a key and certificate that do not parse or do not belong together. */
+const checked = (m: TlsMaterial, where: string) =>
+  Effect.try({
+    try: () => {
+      tls.createSecureContext({ key: m.key, cert: m.cert })
+      return m
+    },
+    catch: (e) => new TlsUnavailable({ message: `${where}: ${e instanceof Error ? e.message : String(e)}` }),
+  })
+
+const readText = (file: string, what: string) =>
+  Effect.try({
+    try: () => fs.readFileSync(file, "utf8"),
+    catch: (e) => new TlsUnavailable({ message: `${what} ${file} cannot be read: ${e instanceof Error ? e.message : String(e)}` }),
+  })
+
+export const readTlsFiles = (certFile: string, keyFile: string): Effect.Effect<TlsMaterial, TlsUnavailable> =>
+  Effect.gen(function*() {
+    const cert = yield* readText(certFile, "TLS_CERT_FILE")
+    const key = yield* readText(keyFile, "TLS_KEY_FILE")
+    return yield* checked({ key, cert, source: "files" }, "TLS_CERT_FILE / TLS_KEY_FILE")
+  })
+
+/** Where the generated certificate of `host` is kept; the host is in the name, so a new MX_HOST gets its own. */
+export const generatedFiles = (dataDir: string, host: string) => {
+  const safe = host.toLowerCase().replace(/[^a-z0-9.-]/g, "_")
+  return { cert: path.join(dataDir, "tls", `${safe}.cert.pem`), key: path.join(dataDir, "tls", `${safe}.key.pem`) }
+}
+
+/**
+ * The self-signed certificate of `host` in `dataDir`: made the first time (RSA 2048, SHA-256,
+ * the host as CN and DNS name; selfsigned 5.5 cannot make EC keys), read back every later time.
+ */
+export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMaterial, TlsUnavailable> =>
+  Effect.gen(function*() {
+    const files = generatedFiles(dataDir, host)
+    if (!fs.existsSync(files.cert) || !fs.existsSync(files.key)) {
+      const now = Number(yield* Clock.currentTimeMillis)
+      const pems = yield* Effect.tryPromise({
+        try: () =>
+          generate([{ name: "commonName", value: host }], {
+            keySize: 2048,
+            algorithm: "sha256",
+            notBeforeDate: new Date(now),
+            // 825 days: the longest validity TLS clients accept for a server certificate.
+            notAfterDate: new Date(now + 825 * 86_400_000),
+            extensions: [
+              { name: "basicConstraints", cA: false },
+              { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+              { name: "extKeyUsage", serverAuth: true },
+              { name: "subjectAltName", altNames: [{ type: 2, value: host }] },
+            ],
+          }),
+        catch: (e) => new TlsUnavailable({ message: `cannot generate a certificate for ${host}: ${String(e)}` }),
+      })
+      yield* Effect.try({
+        try: () => {
+          fs.mkdirSync(path.dirname(files.key), { recursive: true, mode: 0o700 })
+          // "wx": another instance that got here first wins; everyone then reads its pair.
+          for (const [file, text, mode] of [[files.key, pems.private, 0o600], [files.cert, pems.cert, 0o644]] as const) {
+            try {
+              fs.writeFileSync(file, text, { mode, flag: "wx" })
+            } catch (e) {
+              if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+            }
+          }
+        },
+        catch: (e) => new TlsUnavailable({ message: `cannot keep the generated certificate in ${path.dirname(files.key)}: ${String(e)}` }),
+      })
+    }
+    const cert = yield* readText(files.cert, "generated certificate")
+    const key = yield* readText(files.key, "generated key")
+    return yield* checked({ key, cert, source: "generated" }, `generated certificate in ${path.dirname(files.key)}`)
+  })
+
+/** What the SMTP servers serve: the files, else (outside production) the generated certificate, else nothing. */
+export const loadTls = (settings: Settings): Effect.Effect<Option.Option<TlsMaterial>, TlsUnavailable> => {
+  if (Option.isSome(settings.tlsCertFile) && Option.isSome(settings.tlsKeyFile)) {
+    return Effect.map(readTlsFiles(settings.tlsCertFile.value, settings.tlsKeyFile.value), Option.some)
+  }
+  if (settings.production) return Effect.succeed(Option.none())
+  return Effect.map(selfSigned(settings.dataDir, settings.mxHost), Option.some)
+}
+
+/** The TLS facts of a socket whose handshake completed. */
+export const factsOf = (socket: tls.TLSSocket): TlsFacts => ({
+  protocol: socket.getProtocol() ?? "unknown",
+  cipher: socket.getCipher()?.name ?? "unknown",
+})
+
+/** One SMTP server's TLS: the options to spread into it, its sessions' facts, and reloads. */
+export interface SmtpTls {
+  /** False in production without certificate files: STARTTLS is not offered. */
+  readonly enabled: boolean
+  /** Spread into the SMTPServer options (certificate, and the handshake hook that records facts). */
+  readonly options: Pick<SMTPServerOptions, "key" | "cert" | "onSecure">
+  /** The session's TLS facts, null while it is plaintext. */
+  readonly facts: (session: SMTPServerSession) => TlsFacts | null
+  /** Drops a closed session's facts. */
+  readonly forget: (session: SMTPServerSession) => void
+  /** Serves re-read certificates on SIGHUP from now on; returns the function that stops it. */
+  readonly attach: (server: SMTPServer) => () => void
+}
+
+/** Where the TLS module runs its effects (the app's ManagedRuntime); they need no service. */
+export interface Runner {
+  readonly runPromise: <A, E>(effect: Effect.Effect<A, E, never>) => Promise<A>
+}
+
+/**
+ * Loads the certificate for server `name` (start-up fails on unusable files) and warns, saying
+ * `without` (what the server does instead), when there is none to serve.
+ */
+export const smtpTls = async (
+  runtime: Runner,
+  settings: Settings,
+  name: string,
+  without = "STARTTLS is not offered",
+): Promise<SmtpTls> => {
+  const loaded = await runtime.runPromise(
+    loadTls(settings).pipe(
+      Effect.tap(Option.match({
+        onNone: () => Effect.logWarning(`${name}: ${without} (NODE_ENV=production and TLS_CERT_FILE / TLS_KEY_FILE are not set)`),
+        onSome: (m) => Effect.logDebug(`${name}: TLS certificate loaded`).pipe(Effect.annotateLogs({ source: m.source })),
+      })),
+    ),
+  )
+  const sessions = new Map<string, TlsFacts>()
+  const onSecure: NonNullable<SMTPServerOptions["onSecure"]> = (socket, session, callback) => {
+    if (socket instanceof tls.TLSSocket) sessions.set(session.id, factsOf(socket))
+    callback()
+  }
+  const facts = (session: SMTPServerSession) => sessions.get(session.id) ?? null
+  const forget = (session: SMTPServerSession) => void sessions.delete(session.id)
+  if (Option.isNone(loaded)) {
+    return { enabled: false, options: {}, facts, forget, attach: () => () => undefined }
+  }
+
+  const attach = (server: SMTPServer) => {
+    const reload = () =>
+      runtime.runPromise(
+        loadTls(settings).pipe(
+          Effect.tap(Option.match({
+            onNone: () => Effect.void,
+            onSome: (m) =>
+              Effect.sync(() => server.updateSecureContext({ key: m.key, cert: m.cert })).pipe(
+                Effect.andThen(Effect.logInfo(`${name}: TLS certificate reloaded (SIGHUP)`)),
+              ),
+          })),
+          // A renewal half-written or broken: keep serving the certificate in use.
+          Effect.catchTag("TlsUnavailable", (e) => Effect.logError(`${name}: TLS reload failed, keeping the current certificate: ${e.message}`)),
+        ),
+      ).catch(() => undefined)
+    process.on("SIGHUP", reload)
+    return () => void process.off("SIGHUP", reload)
+  }
+
+  return { enabled: true, options: { key: loaded.value.key, cert: loaded.value.cert, onSecure }, facts, forget, attach }
+}

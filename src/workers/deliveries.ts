@@ -1,0 +1,75 @@
+/**
+ * The worker of every durable delivery queue (inbox webhooks, event endpoints, SMS): an actor
+ * over its table on the foundation's worker pattern, attempting each claimed row through the
+ * shared delivery machine (effects/deliveries/outbox.ts).
+ *
+ * Why it looks like this: deliveries must survive restarts and run on several instances, so
+ * the queue is the table (claimed with SKIP LOCKED under a lease longer than one attempt can
+ * take). Retries are due 1 s and 3 s after a failure; polling alone would add up to a poll
+ * interval to each, so the instance that scheduled a retry also sets a wake-up for its due time
+ * (fibers in the layer's scope, gone at shutdown; another instance still finds the row by polling).
+ */
+import { Clock, Duration, Effect, Layer, Option } from "effect"
+import type { DbError } from "../../effects/ports/Database.ts"
+import { Database } from "../../effects/ports/Database.ts"
+import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
+import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
+
+/** Wakes worker `queue` at a given time; the sleeping fibers belong to the caller's scope. */
+export const makeWakeups = (queue: string) =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const signals = yield* WorkSignals
+    return (at: Date) =>
+      Effect.gen(function*() {
+        const delay = Math.max(0, at.getTime() - Number(yield* Clock.currentTimeMillis))
+        yield* Effect.forkIn(Effect.andThen(Effect.sleep(Duration.millis(delay)), signals.notify(queue)), scope)
+      })
+  })
+
+/**
+ * At start-up, a wake-up for the earliest retry already in the table: rows scheduled by an
+ * instance that stopped are then attempted on time, not a poll interval late.
+ */
+export const wakeForEarliest = (wakeAt: (at: Date) => Effect.Effect<void>, table: string, statuses: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    const [row] = yield* db.query<{ at: Date | null }>(
+      `SELECT min(next_attempt_at) AS at FROM ${table} WHERE status IN (${statuses.map((s) => `'${s}'`).join(", ")})`,
+    )
+    if (row?.at) yield* wakeAt(row.at)
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning(`${table}: cannot look up the next due row`, cause)))
+
+/** A lease comfortably longer than one attempt (the transport's deadline). */
+export const leaseFor = (timeout: Duration.Input): Duration.Duration =>
+  Duration.max(Duration.times(Duration.fromInputUnsafe(timeout), 3), Duration.seconds(1))
+
+export interface DeliveryQueue<J> {
+  /** Worker and WorkSignals queue name. */
+  readonly name: string
+  readonly table: string
+  /** States whose rows still have attempts to make. */
+  readonly statuses: ReadonlyArray<string>
+  readonly lease: Duration.Input
+  readonly concurrency: number
+  readonly attempt: (job: J) => Effect.Effect<Option.Option<Date>, DbError>
+}
+
+/** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
+export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J> => ({
+  name: queue.name,
+  claim: claimDue<J>({ table: queue.table, dueColumn: "next_attempt_at", statuses: queue.statuses, lease: queue.lease }),
+  handle: (job) => Effect.flatMap(queue.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
+  pollInterval: "2 seconds",
+  concurrency: queue.concurrency,
+})
+
+/** Runs the queue's worker for as long as the runtime lives. */
+export const deliveryWorkerLayer = <J, E, R>(queue: Effect.Effect<DeliveryQueue<J>, E, R>) =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const q = yield* queue
+    const wakeAt = yield* makeWakeups(q.name)
+    const spec = deliveryWorkerSpec(q, wakeAt)
+    yield* wakeForEarliest(wakeAt, q.table, q.statuses)
+    yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
+  }))
