@@ -5,11 +5,13 @@
  */
 import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import { serve } from "@hono/node-server"
+import type { Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { AppConfig, type Settings } from "../effects/config.ts"
 import { HttpClient } from "../effects/ports/HttpClient.ts"
 import { databaseLayer } from "./db/layer.ts"
 import { makeHttpApp } from "./http/app.ts"
+import { answerClientErrors } from "./http/client-errors.ts"
 import { allRoutes } from "./http/routes/index.ts"
 import { servicesLayer, workersLayer } from "./layers.ts"
 import { loggerLayer } from "./logger.ts"
@@ -58,6 +60,9 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   const app = makeHttpApp({ routes: allRoutes, runtime, maxBodyBytes: settings.maxBodyBytes })
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+    // Before any connection: what Node's parser refuses still gets the envelope, and a log line.
+    answerClientErrors(s as Server, ({ status, code, requestId }) =>
+      runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))
   })
   const httpPort = (server.address() as AddressInfo).port
   const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
