@@ -39,7 +39,7 @@ describe("retention purge under concurrent inbound mail", () => {
   it("never deadlocks with deliveries to the same addresses, and the counters stay exact", { timeout: 120_000 }, async () => {
     const { userId, apiKey } = await createAccount(app.api)
     await fund(app.api, userId, 1_000_000)
-    const addresses = []
+    const addresses: Array<{ email: string }> = []
     for (let i = 0; i < ADDRESSES; i++) addresses.push(await createAddress(app.api, apiKey, `ret-${i}-${process.pid}`))
     // Every delivery reaches all addresses, listed in a shuffled order (ingest sorts before locking).
     const recipients = () => [...addresses.map((a) => a.email)].sort(() => Math.random() - 0.5)
