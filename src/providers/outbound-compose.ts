@@ -3,10 +3,11 @@
  * sends it, the capture transport keeps it, so a capture is byte for byte what the relay would
  * have sent, DKIM signature included), and the reading of the relay's answer per recipient.
  */
-import { Effect, Option } from "effect"
+import { type Duration, Effect, Option } from "effect"
 import type { NodemailerError, SendMailOptions } from "nodemailer"
 import { ProviderError } from "../../effects/errors.ts"
 import type { DispatchResult, MailAddress, OutboundDispatch, RecipientVerdict } from "../../effects/ports/OutboundMailer.ts"
+import { RELAY_DEADLINE, sendWithin } from "./platform-mailer.ts"
 
 const address = (a: MailAddress) => (a.name ? { name: a.name, address: a.email } : a.email)
 
@@ -59,11 +60,10 @@ const verdicts = (d: OutboundDispatch, accepted: ReadonlyArray<unknown>, rejecte
 export const sendAndRead = (
   transport: { sendMail: (o: SendMailOptions) => Promise<SmtpInfo> },
   d: OutboundDispatch,
+  deadline: Duration.Input = RELAY_DEADLINE,
 ): Effect.Effect<DispatchResult, ProviderError> =>
-  Effect.tryPromise({
-    try: () => transport.sendMail(mailOptions(d)),
-    catch: (e) => e as NodemailerError,
-  }).pipe(
+  sendWithin(transport, mailOptions(d), deadline, (e) => e as NodemailerError).pipe(
+    Effect.map((info) => info as SmtpInfo),
     Effect.map((info): DispatchResult => ({
       providerMessageId: stripBrackets(info.serverMessageId ?? info.messageId ?? d.messageIdHeader),
       recipients: verdicts(d, info.accepted ?? [], info.rejectedErrors ?? [], replyCode(info.response)),

@@ -4,22 +4,23 @@
  * relay's reply to each RCPT TO is the verdict for that recipient; DKIM signing happens here
  * with the key of the verified own domain the message goes from.
  */
-import { Effect, Layer } from "effect"
+import { type Duration, Effect, Layer } from "effect"
 import { OutboundMailer } from "../../effects/ports/OutboundMailer.ts"
 import { sendAndRead } from "./outbound-compose.ts"
-import { relayTransport } from "./platform-mailer.ts"
+import { RELAY_DEADLINE, relayTransport } from "./platform-mailer.ts"
 
 /** Connections kept open to the relay; also how many messages of a batch chunk are in flight. */
 export const RELAY_CONNECTIONS = 5
 
-export const relayOutboundMailer = (url: string) =>
+/** Each message within `deadline` (RELAY_DEADLINE): a stalling relay fails the send (502, refunded). */
+export const relayOutboundMailer = (url: string, deadline: Duration.Input = RELAY_DEADLINE) =>
   Layer.effect(
     OutboundMailer,
     Effect.gen(function*() {
       const transport = yield* relayTransport(url, { pool: true, maxConnections: RELAY_CONNECTIONS })
       return OutboundMailer.of({
         kind: "relay",
-        send: (dispatch) => sendAndRead(transport, dispatch).pipe(Effect.withSpan("OutboundMailer.relay")),
+        send: (dispatch) => sendAndRead(transport, dispatch, deadline).pipe(Effect.withSpan("OutboundMailer.relay")),
       })
     }),
   )
