@@ -5,16 +5,16 @@
  * HttpClient port so tests (and Deno) can hand in their own. The log adapter is the embedded
  * default: OTP codes appear in the service log.
  */
-import { Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../../effects/config.ts"
 import { NotConfigured, ProviderError } from "../../effects/errors.ts"
 import { HttpClient, request } from "../../effects/ports/HttpClient.ts"
 import { type SmsMessage, type SmsSendOptions, SmsGateway } from "../../effects/ports/SmsGateway.ts"
 
-const TIMEOUT = "10 seconds"
+const TIMEOUT: Duration.Input = "10 seconds"
 
-/** Sends to the provider at `url`; keys and sender id default to the platform's settings. */
-export const httpSmsGateway = (url: string) =>
+/** Sends to the provider at `url`, each call within `timeout`; keys and sender id default to the platform's settings. */
+export const httpSmsGateway = (url: string, timeout: Duration.Input = TIMEOUT) =>
   Layer.effect(
     SmsGateway,
     Effect.gen(function*() {
@@ -30,9 +30,9 @@ export const httpSmsGateway = (url: string) =>
           method: "POST",
           headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
           body: JSON.stringify({ to: message.to, message: message.message, sender_id: options.senderId ?? config.smsSenderId }),
-        }, TIMEOUT).pipe(
+        }, timeout).pipe(
           Effect.provideService(HttpClient, http),
-          Effect.mapError((e) => unreachable(e.reason === "timeout" ? `no answer within ${TIMEOUT}` : e.detail)),
+          Effect.mapError((e) => unreachable(e.reason === "timeout" ? `no answer within ${Duration.format(Duration.fromInputUnsafe(timeout))}` : e.detail)),
         )
         if (!answer.ok) {
           // The provider's text may echo the key or the message; only the status is kept.

@@ -91,7 +91,7 @@ describe("NODE_ENV=production fails closed", () => {
 
 describe("outside production", () => {
   it("keeps the embedded defaults with nothing configured", async () => {
-    for (const env of [{}, { NODE_ENV: "development" }, { NODE_ENV: "test" }]) {
+    for (const env of [{}, { NODE_ENV: "development" }, { NODE_ENV: "test" }] as Array<Record<string, string>>) {
       const r = await load(env)
       expect(r._tag).toBe("Success")
       if (r._tag !== "Success") continue
