@@ -11,7 +11,7 @@ import { AppConfig, type Settings } from "../effects/config.ts"
 import { HttpClient } from "../effects/ports/HttpClient.ts"
 import { databaseLayer } from "./db/layer.ts"
 import { makeHttpApp } from "./http/app.ts"
-import { answerClientErrors } from "./http/client-errors.ts"
+import { answerClientErrors, closeWhenBodyUnread } from "./http/client-errors.ts"
 import { routesFor } from "./http/routes/index.ts"
 import { servicesLayer, workersLayer } from "./layers.ts"
 import { loggerLayer } from "./logger.ts"
@@ -60,7 +60,7 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   await runtime.runPromise(Effect.void)
   const app = makeHttpApp({ routes: routesFor(settings), runtime, maxBodyBytes: settings.maxBodyBytes })
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+    const s = serve({ fetch: closeWhenBodyUnread(app.fetch), port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
     // Before any connection: what Node's parser refuses still gets the envelope, and a log line.
     answerClientErrors(s as Server, ({ status, code, requestId }) =>
       runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))

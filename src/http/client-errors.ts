@@ -90,3 +90,21 @@ export const answerClientErrors = (
     onAnswered({ status: answer.status, code: answer.code, requestId })
   })
 }
+
+type Fetch = (request: Request, env?: unknown) => Response | Promise<Response>
+
+/**
+ * A request body the route never read (a body sent to a route that takes none) is drained by the
+ * server for a moment and then its connection is dropped; a client reusing that keep-alive
+ * connection would see its next request fail. So such answers say `Connection: close` (RFC 9112
+ * §9.6), and the client opens a fresh connection instead.
+ */
+export const closeWhenBodyUnread = (fetch: Fetch): Fetch => async (request, env) => {
+  const res = await fetch(request, env)
+  const length = request.headers.get("content-length")
+  const hasBody = request.headers.has("transfer-encoding") || (length !== null && length !== "0")
+  if (!hasBody || request.bodyUsed) return res
+  const headers = new Headers(res.headers)
+  headers.set("connection", "close")
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers })
+}
