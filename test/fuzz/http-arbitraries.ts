@@ -156,6 +156,50 @@ const plausible = (w: FuzzWorld): Record<string, fc.Arbitrary<unknown>> => {
   }
 }
 
+/**
+ * Values at the edge of what validation accepts (longest, widest Unicode, most items): they pass
+ * the decoder, so what they test is everything behind it, down to the database.
+ */
+const edgy = (w: FuzzWorld): Record<string, fc.Arbitrary<unknown>> => ({
+  name: fc.constantFrom("é".repeat(200), "😀".repeat(100), "\u00a0Asha\u00a0", "ـ".repeat(200)),
+  company_name: fc.constantFrom("ß".repeat(200), "\u202eevil"),
+  label: fc.constantFrom("😀".repeat(100), "e\u0301".repeat(100), "\ufeff"),
+  subject: fc.constantFrom("😀".repeat(499), "a".repeat(998), `{{${"x".repeat(900)}}}`, "\u2028"),
+  text_body: fc.constantFrom("x".repeat(1_000_000), "\r\n".repeat(20_000), "e\u0301".repeat(50_000), "{{a}}".repeat(20_000)),
+  html_body: fc.constantFrom("<p>".repeat(50_000), "<!--".repeat(20_000), `<a href="${"x".repeat(100_000)}">`, "<style>".repeat(30_000)),
+  variables: fc.constantFrom(
+    Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, "v"])),
+    { "": "x", " ": "y" },
+    { a: "b".repeat(200_000) },
+    { "__proto__": "x", constructor: "y", toString: "z" },
+  ),
+  to: fc.constantFrom(
+    Array.from({ length: 50 }, (_, i) => `Ünïcødé ${i} <u${i}@example.co.tz>`),
+    ['"quoted, name" <q@example.co.tz>'],
+    [`${"a".repeat(64)}@${"b".repeat(60)}.co.tz`],
+    ["UPPER@EXAMPLE.CO.TZ", "upper@example.co.tz"],
+  ),
+  cc: fc.constantFrom(Array.from({ length: 25 }, (_, i) => `c${i}@example.co.tz`)),
+  attachments: fc.constantFrom(
+    Array.from({ length: 10 }, (_, i) => ({ filename: `${"é".repeat(100)}${i}.bin`, content_type: "application/octet-stream", data_base64: "AAAA" })),
+    [{ filename: "big.bin", content_type: "application/octet-stream", data_base64: Buffer.alloc(1024 * 1024).toString("base64") }],
+    [{ filename: "a.txt", content_type: "text/plain", size: 0, data_base64: "" }],
+  ),
+  local_part: fc.constantFrom("a".repeat(64), "-", "0", "postmaster", "abuse"),
+  domain: fc.constantFrom(`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.co.tz`, "xn--mgbh0fb.xn--kgbechtv", "EXAMPLE.CO.TZ."),
+  persona: fc.constantFrom("p".repeat(4000), "\n".repeat(4000)),
+  amount_tzs: fc.constantFrom(1_000_000_000, 2000),
+  default_retention_days: fc.constantFrom(3650, 1),
+  expires_at: fc.constantFrom("2999-12-31T23:59:59Z", "1970-01-01", "2024-02-29T00:00:00+14:00"),
+  pdpc_registered_at: fc.constantFrom("0001-01-01", "9999-12-31", "2024-02-29"),
+  data_consent_at: fc.constantFrom("0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999+14:00"),
+  pdpc_certificate_number: fc.constantFrom("x".repeat(100), "\t\r\n"),
+  secret: fc.constantFrom("s".repeat(256), "\u00e9".repeat(256)),
+  url: fc.constantFrom(`https://example.co.tz/${"p".repeat(2000)}`, "http://[::1]:1/x", "https://user:pass@example.co.tz:65535/"),
+  address_id: fc.constantFrom(w.addressId, Number.MAX_SAFE_INTEGER),
+  template_id: fc.constantFrom(Number.MAX_SAFE_INTEGER, w.templateId),
+})
+
 const fieldsOf = (schema: unknown): Array<string> => Object.keys((schema as { fields?: object } | undefined)?.fields ?? {})
 
 /** A body for `route`: plausible fields, a few made hostile, sometimes hostile as a whole. */
@@ -171,6 +215,11 @@ const bodyFor = (route: Route, w: FuzzWorld): fc.Arbitrary<{ body: string; note:
       pick.forEach((f, i) => (body[f] = values[i]))
       return { body: JSON.stringify(body), note: `hostile ${pick.join(", ")}` }
     })
+  const extremes = edgy(w)
+  // Plausible bodies with some fields at the edge of what is valid.
+  const edges = () =>
+    fc.record(Object.fromEntries(fields.map((f) => [f, fc.option(extremes[f] ?? fieldValue(f), { nil: undefined, freq: 4 })])))
+      .map((b) => ({ body: JSON.stringify(b), note: "valid at the edges" }))
   const wholesale = fc.oneof(
     hostileValue.map((v) => ({ body: JSON.stringify(v) ?? "null", note: "body of the wrong type" })),
     fc.integer({ min: 100, max: 200_000 }).map((n) => ({
@@ -186,7 +235,7 @@ const bodyFor = (route: Route, w: FuzzWorld): fc.Arbitrary<{ body: string; note:
   )
   return fields.length === 0
     ? fc.oneof({ weight: 3, arbitrary: fc.constant({ body: "", note: "no body" }) }, { weight: 1, arbitrary: wholesale })
-    : fc.oneof({ weight: 6, arbitrary: mutated() }, { weight: 1, arbitrary: object.map((b) => ({ body: JSON.stringify(b), note: "plausible" })) }, {
+    : fc.oneof({ weight: 6, arbitrary: mutated() }, { weight: 3, arbitrary: edges() }, { weight: 1, arbitrary: object.map((b) => ({ body: JSON.stringify(b), note: "plausible" })) }, {
       weight: 3,
       arbitrary: wholesale,
     })
