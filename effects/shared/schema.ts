@@ -15,9 +15,15 @@ const msg = (message: string) => ({ message })
 const C0_ANY = /[\u0000-\u001f]/
 const C0_BUT_LINE_BREAKS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f]/
 
+const LINE_BREAK = /[\r\n]/
+
 /** What is wrong with `s` under a rule, if anything. */
 const textProblem = (controls: RegExp, what: string) => (s: string): string | undefined =>
-  controls.test(s) ? `must not contain ${what}` : s.isWellFormed() ? undefined : "must not contain lone surrogates (invalid Unicode)"
+  controls.test(s)
+    ? (controls === C0_ANY && LINE_BREAK.test(s) ? "must be a single line (no line breaks)" : `must not contain ${what}`)
+    : s.isWellFormed()
+    ? undefined
+    : "must not contain lone surrogates (invalid Unicode)"
 
 const singleLineProblem = textProblem(C0_ANY, "control characters")
 const multilineProblem = textProblem(C0_BUT_LINE_BREAKS, "control characters other than tab, CR and LF")
@@ -25,10 +31,15 @@ const multilineProblem = textProblem(C0_BUT_LINE_BREAKS, "control characters oth
 // Lone surrogates cannot be written as a JSON Schema pattern, hence "approximate".
 const documented = (pattern: string) => ({ toJsonSchema: () => [{ pattern }, true] as const })
 
+/*
+ * Both filters abort: a string that breaks the text rule is reported once, by this rule, and the
+ * field's own checks (pattern, length) do not add a second entry for the same field.
+ */
+
 /** A single line of text: no C0 control characters (TAB, CR and LF included), no lone surrogates. */
-export const isText = Schema.makeFilter(singleLineProblem, documented("^[^\\u0000-\\u001f]*$"))
+export const isText = Schema.makeFilter(singleLineProblem, documented("^[^\\u0000-\\u001f]*$"), true)
 /** Text that may span lines: TAB, CR and LF allowed; other C0 controls and lone surrogates refused. */
-export const isMultilineText = Schema.makeFilter(multilineProblem, documented("^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f]*$"))
+export const isMultilineText = Schema.makeFilter(multilineProblem, documented("^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f]*$"), true)
 
 /** Every single-line string field taken over HTTP starts here (`Text.check(...)` adds its own rules). */
 export const Text = Schema.String.check(isText)

@@ -157,6 +157,19 @@ describe("NUL and control characters over HTTP: 400 with the field, never 500", 
   })
 })
 
+describe("one entry per bad field", () => {
+  it("a string that breaks the text rule and the field's own rules is reported once, by the text rule", async () => {
+    const res = await t.api.call("POST", "/api/outbound/templates", {
+      token: acc.apiKey,
+      body: { name: "t", subject: `two\nlines${"x".repeat(1000)}`, text_body: "x" },
+    })
+    expect(res.status).toBe(400)
+    expect(res.body.errors).toEqual([{ field: "subject", code: "VALIDATION_ERROR", message: "must be a single line (no line breaks)" }])
+    const local = await t.api.call("POST", "/api/inbound/addresses", { token: acc.apiKey, body: { local_part: `Bad${NUL}` } })
+    expect(local.body.errors).toEqual([{ field: "local_part", code: "VALIDATION_ERROR", message: "must not contain control characters" }])
+  })
+})
+
 describe("paging bounds", () => {
   const paged = allRoutes.filter((r) => r.method === "get" && r.query && "page" in (r.query as unknown as { fields: object }).fields)
   const pathOf = (path: string) => path.replace(/:[a-z_]+/g, String(addressId))
