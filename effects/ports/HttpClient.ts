@@ -77,7 +77,8 @@ export const boundedFetch = (inner: typeof globalThis.fetch, limits: HttpLimits 
         const body = new ReadableStream<Uint8Array>({ pull: (stream) => stream.error(refused) })
         return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
       }
-      if (res.body === null) {
+      // Nothing to read (HEAD, 204, 304): the answer is complete.
+      if (res.body === null || res.status === 204 || res.status === 205 || res.status === 304) {
         done()
         return res
       }
