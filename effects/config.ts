@@ -48,8 +48,32 @@ export interface Settings {
   readonly tlsKeyFile: Option.Option<string>
   /** SANDBOX_SMTPS_PORT: the sandbox's implicit-TLS port. */
   readonly sandboxSmtpsPort: number
-  /** NODE_ENV=production: no stand-ins are made up (e.g. no self-signed certificate). */
-  readonly production: boolean
+  /**
+   * NODE_ENV=production: start-up fails closed unless the keys are given and every provider is
+   * configured or named as its stand-in (DECISIONS.md "Production mode"). Unset means false.
+   */
+  readonly production?: boolean
+  /** PAYMENT_PROVIDER; unset: `http` when PAYMENT_API_URL is set, else the `fake` gateway. */
+  readonly paymentProvider?: PaymentProvider
+  /** MAIL_TRANSPORT (customer mail); unset: `relay` when SMTP_RELAY_URL is set, else `capture`. */
+  readonly mailTransport?: MailTransport
+  /** SMS_PROVIDER; unset: `http` when SMS_API_URL is set, else `log`. */
+  readonly smsProvider?: SmsProvider
+  /** PLATFORM_MAIL (verification links); unset: `relay` when SMTP_RELAY_URL is set, else `log`. */
+  readonly platformMail?: PlatformMail
 }
+
+export type PaymentProvider = "fake" | "http"
+export type MailTransport = "capture" | "relay"
+export type SmsProvider = "log" | "http"
+export type PlatformMail = "log" | "relay"
+
+/** The adapter each provider runs with: the explicit choice, else the one its settings imply. */
+export const chosenProviders = (s: Settings) => ({
+  payment: s.paymentProvider ?? (Option.isSome(s.paymentApiUrl) ? "http" : "fake") as PaymentProvider,
+  outboundMail: s.mailTransport ?? (Option.isSome(s.smtpRelayUrl) ? "relay" : "capture") as MailTransport,
+  platformMail: s.platformMail ?? (Option.isSome(s.smtpRelayUrl) ? "relay" : "log") as PlatformMail,
+  sms: s.smsProvider ?? (Option.isSome(s.smsApiUrl) ? "http" : "log") as SmsProvider,
+})
 
 export class AppConfig extends Context.Service<AppConfig, Settings>()("app/AppConfig") {}

@@ -2,13 +2,14 @@
  * Every setting of DECISIONS.md, typed with Effect `Config`, with the embedded defaults.
  * A bad value stops start-up with one line naming the variable. `JWT_SECRET` and `SECRETS_KEY`
  * are generated once into `DATA_DIR/secrets.json` when unset, so restarts keep tokens and
- * encrypted secrets valid.
+ * encrypted secrets valid; with NODE_ENV=production they must be given (src/production.ts).
  */
 import { Config, ConfigProvider, Duration, Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { AppConfig, type Settings } from "../effects/config.ts"
 import { fromHex, randomHexSync } from "../effects/shared/crypto.ts"
+import { choiceProblems, PROVIDER_CHOICES, productionProblems } from "./production.ts"
 
 /** A start-up configuration problem, printed as one line. */
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", { message: Schema.String }) {}
@@ -33,7 +34,7 @@ const raw = Config.all({
   mxHost: optionalString("MX_HOST"),
   mailServerIp: Config.String("MAIL_SERVER_IP").pipe(Config.withDefault("127.0.0.1")),
   port: Config.Port("PORT").pipe(Config.withDefault(8080)),
-  smtpPort: Config.Port("SMTP_PORT").pipe(Config.withDefault(2525)),
+  smtpPort: Config.option(Config.Port("SMTP_PORT")),
   sandboxSmtpHost: Config.String("SANDBOX_SMTP_HOST").pipe(Config.withDefault("localhost")),
   sandboxSmtpPort: Config.Port("SANDBOX_SMTP_PORT").pipe(Config.withDefault(2526)),
   dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./data")),
@@ -41,7 +42,7 @@ const raw = Config.all({
   jwtSecret: hexKey("JWT_SECRET"),
   secretsKey: hexKey("SECRETS_KEY"),
   requirePhoneForOutbound: Config.Boolean("REQUIRE_PHONE_FOR_OUTBOUND").pipe(Config.withDefault(false)),
-  webhookAllowPrivate: Config.Boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(true)),
+  webhookAllowPrivate: Config.option(Config.Boolean("WEBHOOK_ALLOW_PRIVATE")),
   webhookMaxAttempts: Config.Int("WEBHOOK_MAX_ATTEMPTS").pipe(Config.withDefault(3)),
   domainRecheckInterval: Config.String("DOMAIN_RECHECK_INTERVAL").pipe(Config.withDefault("1h")),
   retentionInterval: Config.String("RETENTION_INTERVAL").pipe(Config.withDefault("1h")),
@@ -65,8 +66,22 @@ const raw = Config.all({
   tlsCertFile: optionalString("TLS_CERT_FILE"),
   tlsKeyFile: optionalString("TLS_KEY_FILE"),
   sandboxSmtpsPort: Config.Port("SANDBOX_SMTPS_PORT").pipe(Config.withDefault(2465)),
-  production: Config.String("NODE_ENV").pipe(Config.withDefault(""), Config.map((v) => v.trim() === "production")),
+  nodeEnv: Config.String("NODE_ENV").pipe(Config.withDefault("")),
+  paymentProvider: optionalString("PAYMENT_PROVIDER"),
+  mailTransport: optionalString("MAIL_TRANSPORT"),
+  smsProvider: optionalString("SMS_PROVIDER"),
+  platformMail: optionalString("PLATFORM_MAIL"),
 })
+
+/** An explicit provider choice: unset, or one of its names (src/production.ts). */
+const choiceOf = <K extends keyof typeof PROVIDER_CHOICES>(name: K, value: Option.Option<string>) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(Option.none<typeof PROVIDER_CHOICES[K][number]>()),
+    onSome: (v) =>
+      (PROVIDER_CHOICES[name] as ReadonlyArray<string>).includes(v)
+        ? Effect.succeed(Option.some(v as typeof PROVIDER_CHOICES[K][number]))
+        : Effect.fail(new ConfigInvalid({ message: `Invalid setting ${name}: expected one of ${PROVIDER_CHOICES[name].join(", ")}, got "${v}"` })),
+  })
 
 /** Keys kept in DATA_DIR when not given by env; created once with owner-only permissions. */
 const persistedKeys = (dataDir: string): { jwtSecret: Uint8Array; secretsKey: Uint8Array; paymentWebhookSecret: string } => {
@@ -124,10 +139,37 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     const retentionInterval = yield* durationOf("RETENTION_INTERVAL", r.retentionInterval)
     const jwtSecret = yield* keyOf("JWT_SECRET", r.jwtSecret)
     const secretsKey = yield* keyOf("SECRETS_KEY", r.secretsKey)
+    const production = r.nodeEnv === "production"
+    const providers = {
+      jwtSecret,
+      secretsKey,
+      smtpRelayUrl: r.smtpRelayUrl,
+      smsApiUrl: r.smsApiUrl,
+      smsApiKey: r.smsApiKey,
+      paymentApiUrl: r.paymentApiUrl,
+      paymentApiKey: r.paymentApiKey,
+      paymentWebhookSecret: r.paymentWebhookSecret,
+      paymentProvider: yield* choiceOf("PAYMENT_PROVIDER", r.paymentProvider),
+      mailTransport: yield* choiceOf("MAIL_TRANSPORT", r.mailTransport),
+      smsProvider: yield* choiceOf("SMS_PROVIDER", r.smsProvider),
+      platformMail: yield* choiceOf("PLATFORM_MAIL", r.platformMail),
+    }
+    // Every problem at once, one line each, so an operator fixes them in one go.
+    const problems = [...choiceProblems(providers), ...(production ? productionProblems(providers) : [])]
+    if (problems.length > 0) return yield* new ConfigInvalid({ message: problems.join("\n") })
     const needsPersisted = Option.isNone(jwtSecret) || Option.isNone(secretsKey) || Option.isNone(r.paymentWebhookSecret)
     const kept = needsPersisted ? yield* Effect.sync(() => persistedKeys(r.dataDir)) : undefined
+    const { nodeEnv: _nodeEnv, ...settingsFromEnv } = r
     const settings: Settings = {
-      ...r,
+      ...settingsFromEnv,
+      production,
+      paymentProvider: Option.getOrUndefined(providers.paymentProvider),
+      mailTransport: Option.getOrUndefined(providers.mailTransport),
+      smsProvider: Option.getOrUndefined(providers.smsProvider),
+      platformMail: Option.getOrUndefined(providers.platformMail),
+      // Production defaults (DECISIONS.md): the MX on port 25, webhooks to public addresses only.
+      smtpPort: Option.getOrElse(r.smtpPort, () => (production ? 25 : 2525)),
+      webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),
       mxHost: Option.getOrElse(r.mxHost, () => `mx.${r.platformDomain}`),
       dnsServers: r.dnsServers.split(",").map((s) => s.trim()).filter((s) => s !== ""),

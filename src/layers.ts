@@ -5,7 +5,7 @@
  *
  * Tiers: a service may depend on services of earlier tiers only.
  */
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer } from "effect"
 import { Accounts } from "../effects/accounts/service.ts"
 import { agentSubscriber } from "../effects/agent/events.ts"
 import { AgentJobs } from "../effects/agent/jobs.ts"
@@ -17,7 +17,7 @@ import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
 import { Bounces } from "../effects/bounces/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
-import { AppConfig } from "../effects/config.ts"
+import { AppConfig, chosenProviders } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
 import { Compliance } from "../effects/compliance/service.ts"
 import { MessageEvents } from "../effects/ingest/events.ts"
@@ -55,10 +55,10 @@ import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
 import { eventWorkerLayer, webhookWorkerLayer } from "./workers/webhooks.ts"
 
-/** The payment gateway: the live adapter when PAYMENT_API_URL is set, else the embedded fake. */
+/** The payment gateway: the live adapter, or the embedded fake (PAYMENT_PROVIDER, else PAYMENT_API_URL unset). */
 const paymentGateway = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  return Option.isSome(config.paymentApiUrl) ? paymentGatewayHttpLayer : fakePaymentGatewayLayer
+  return chosenProviders(config).payment === "http" ? paymentGatewayHttpLayer : fakePaymentGatewayLayer
 }))
 
 /** Core services with no dependency on other capabilities. */

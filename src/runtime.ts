@@ -3,18 +3,21 @@
  * worker, the Hono app, and the socket listeners (HTTP; the SMTP servers join via `listeners`).
  * `main.ts` and the test app both start through here, so tests exercise the real wiring.
  */
-import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { serve } from "@hono/node-server"
+import type { Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { AppConfig, type Settings } from "../effects/config.ts"
 import { HttpClient } from "../effects/ports/HttpClient.ts"
 import { databaseLayer } from "./db/layer.ts"
 import { makeHttpApp } from "./http/app.ts"
-import { allRoutes } from "./http/routes/index.ts"
+import { answerClientErrors, closeWhenBodyUnread } from "./http/client-errors.ts"
+import { routesFor } from "./http/routes/index.ts"
 import { servicesLayer, workersLayer } from "./layers.ts"
 import { loggerLayer } from "./logger.ts"
 import { listeners } from "./listeners.ts"
 import { platformProvidersLayer } from "./providers/platform.ts"
+import { providerReport } from "./providers/report.ts"
 
 export interface Overrides {
   /** Replaces the database chosen from settings (tests: a fresh PGlite or a schema on PostgreSQL). */
@@ -55,9 +58,12 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   const runtime = makeRuntime(settings, overrides)
   // Build every layer (database + migrations) before opening any socket.
   await runtime.runPromise(Effect.void)
-  const app = makeHttpApp({ routes: allRoutes, runtime, maxBodyBytes: settings.maxBodyBytes })
+  const app = makeHttpApp({ routes: routesFor(settings), runtime, maxBodyBytes: settings.maxBodyBytes })
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+    const s = serve({ fetch: closeWhenBodyUnread(app.fetch), port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+    // Before any connection: what Node's parser refuses still gets the envelope, and a log line.
+    answerClientErrors(s as Server, ({ status, code, requestId }) =>
+      runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))
   })
   const httpPort = (server.address() as AddressInfo).port
   const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
@@ -67,10 +73,12 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
       Effect.annotateLogs({ http: httpPort, ...Object.fromEntries(opened.map((o) => [o.name, o.port])) }),
     ),
   )
-  const embedded = embeddedProviders(settings)
-  if (embedded.length > 0) {
+  // One line per provider: which adapter runs, and whether it is a stand-in (warned about).
+  for (const p of providerReport(settings)) {
+    const line = `provider ${p.provider}: ${p.adapter} (${p.kind})`
+    const annotated = { provider: p.provider, adapter: p.adapter, kind: p.kind }
     await runtime.runPromise(
-      Effect.logWarning(`embedded development providers in use: ${embedded.join("; ")}`),
+      (p.kind === "stand-in" ? Effect.logWarning(line) : Effect.logInfo(line)).pipe(Effect.annotateLogs(annotated)),
     )
   }
   let stopping: Promise<void> | undefined
@@ -87,12 +95,3 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   return { runtime, httpPort, ports: Object.fromEntries(opened.map((o) => [o.name, o.port])), stop }
 }
 
-/**
- * Providers running on their embedded defaults. Fine on a laptop; in production the fake
- * payment gateway would let anyone credit their own wallet, so start-up says so loudly.
- */
-export const embeddedProviders = (settings: Settings): Array<string> => [
-  ...(Option.isNone(settings.paymentApiUrl) ? ["payments: fake gateway (anyone can complete a top-up; set PAYMENT_API_URL)"] : []),
-  ...(Option.isNone(settings.smtpRelayUrl) ? ["mail: logged or captured locally, not delivered (set SMTP_RELAY_URL)"] : []),
-  ...(Option.isNone(settings.smsApiUrl) ? ["sms: codes logged, not sent (set SMS_API_URL)"] : []),
-]

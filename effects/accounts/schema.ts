@@ -4,7 +4,7 @@
  * phone_verified, created_at). The same schemas validate requests and document them.
  */
 import { Schema } from "effect"
-import { Email, iso, TzPhone } from "../shared/schema.ts"
+import { Email, iso, Text, TzPhone } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -13,18 +13,18 @@ export const PASSWORD_MIN = 8
 /** Long enough for any passphrase, short enough that hashing it stays cheap. */
 export const PASSWORD_MAX = 1024
 
-export const Name = Schema.String.check(
+export const Name = Text.check(
   Schema.isMaxLength(NAME_MAX, msg(`must be at most ${NAME_MAX} characters`)),
   Schema.isPattern(/\S/, msg("must not be empty")),
 )
-export const CompanyName = Schema.NullOr(Schema.String.check(Schema.isMaxLength(NAME_MAX, msg(`must be at most ${NAME_MAX} characters`))))
-export const Password = Schema.String.check(
+export const CompanyName = Schema.NullOr(Text.check(Schema.isMaxLength(NAME_MAX, msg(`must be at most ${NAME_MAX} characters`))))
+export const Password = Text.check(
   Schema.isMinLength(PASSWORD_MIN, msg(`must be at least ${PASSWORD_MIN} characters`)),
   Schema.isMaxLength(PASSWORD_MAX, msg(`must be at most ${PASSWORD_MAX} characters`)),
 )
 /** A credential-like string: present, not absurdly long (the service checks the rest). */
 const Opaque = (max: number) =>
-  Schema.String.check(Schema.isMinLength(1, msg("must not be empty")), Schema.isMaxLength(max, msg(`must be at most ${max} characters`)))
+  Text.check(Schema.isMinLength(1, msg("must not be empty")), Schema.isMaxLength(max, msg(`must be at most ${max} characters`)))
 
 export const RegisterBody = Schema.Struct({
   name: Name,
@@ -55,7 +55,7 @@ export const EmailBody = Schema.Struct({ email: Email })
 export const EmailVerifyBody = Schema.Struct({ token: Opaque(2048) })
 export const PhoneBody = Schema.Struct({ phone_number: TzPhone })
 export const PhoneVerifyBody = Schema.Struct({
-  code: Schema.String.check(Schema.isPattern(/^\d{6}$/, msg("Expected the 6-digit code"))),
+  code: Text.check(Schema.isPattern(/^\d{6}$/, msg("Expected the 6-digit code"))),
 })
 
 /** The account as the API shows it. */

@@ -1,12 +1,12 @@
 /** InboundAddress as the API shows it (SPEC.md fields plus `email`, the full address). */
 import { Schema } from "effect"
-import { Id, iso, LocalPart } from "../shared/schema.ts"
+import { Id, iso, LocalPart, Text } from "../shared/schema.ts"
 
 export const CreateInboundAddress = Schema.Struct({
   local_part: LocalPart,
   label: Schema.optional(
     Schema.NullOr(
-      Schema.String.check(
+      Text.check(
         Schema.isMinLength(1, { message: "label must not be empty" }),
         Schema.isMaxLength(200, { message: "label must be at most 200 characters" }),
       ),

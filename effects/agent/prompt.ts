@@ -5,6 +5,7 @@
  * last. Mail content is bounded so one huge message cannot blow the model's context.
  */
 import type { AiCompletion, AiMessage } from "../ports/AiGateway.ts"
+import { htmlToText } from "./html-text.ts"
 
 export const DEFAULT_PERSONA = [
   "You are a courteous assistant who answers email on behalf of the organisation that owns this mailbox.",
@@ -37,12 +38,8 @@ export interface MailTurn {
 
 const clip = (s: string, max: number): string => (s.length > max ? `${s.slice(0, max)}\n[…truncated]` : s)
 
-/** A readable text for an HTML-only message. */
-export const textOf = (text: string, html: string): string =>
-  text.trim() !== ""
-    ? text
-    : html.replace(/<(script|style)[\s\S]*?<\/\1>/gi, " ").replace(/<br\s*\/?>|<\/p>/gi, "\n").replace(/<[^>]+>/g, " ")
-      .replace(/&nbsp;/g, " ").replace(/&amp;/g, "&").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/[ \t]+/g, " ").trim()
+/** A readable text for an HTML-only message (linear in the HTML, however hostile). */
+export const textOf = (text: string, html: string): string => (text.trim() !== "" ? text : htmlToText(html))
 
 const turn = (t: MailTurn): AiMessage =>
   t.kind === "reply"

@@ -5,7 +5,7 @@
  * recorded outcome of every inbound message the agent looked at.
  */
 import { Schema } from "effect"
-import { Email, Id, IdFromString, iso } from "../shared/schema.ts"
+import { Email, Id, IdFromString, iso, MultilineText, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -36,7 +36,7 @@ export const PutAgentConfigBody = Schema.Struct({
   mode: AgentMode,
   enabled: Schema.optional(Schema.Boolean),
   persona: Schema.optional(
-    Schema.NullOr(Schema.String.check(Schema.isMaxLength(MAX_PERSONA_CHARS, msg(`persona must be at most ${MAX_PERSONA_CHARS} characters`)))),
+    Schema.NullOr(MultilineText.check(Schema.isMaxLength(MAX_PERSONA_CHARS, msg(`persona must be at most ${MAX_PERSONA_CHARS} characters`)))),
   ),
   reply_from_domain_id: Schema.optional(Schema.NullOr(Id)),
   reply_from_address: Schema.optional(Schema.NullOr(Email)),
@@ -45,8 +45,8 @@ export type PutAgentConfigBody = typeof PutAgentConfigBody.Type
 
 /** Draft preview: at least one of the two must be non-empty (checked by the service). */
 export const DraftBody = Schema.Struct({
-  subject: Schema.optional(Schema.String.check(Schema.isMaxLength(998, msg("subject must be at most 998 characters")))),
-  text_body: Schema.optional(Schema.String.check(Schema.isMaxLength(20_000, msg("text_body must be at most 20000 characters")))),
+  subject: Schema.optional(Text.check(Schema.isMaxLength(998, msg("subject must be at most 998 characters")))),
+  text_body: Schema.optional(MultilineText.check(Schema.isMaxLength(20_000, msg("text_body must be at most 20000 characters")))),
 })
 export type DraftBody = typeof DraftBody.Type
 

@@ -1,6 +1,6 @@
 /** API keys on the wire (DECISIONS.md: model `ApiKey`). */
 import { Schema } from "effect"
-import { iso } from "../shared/schema.ts"
+import { iso, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -18,14 +18,14 @@ const isRealDate = (s: string): boolean => {
 }
 
 export const CreateApiKeyBody = Schema.Struct({
-  name: Schema.String.check(
+  name: Text.check(
     Schema.isMaxLength(200, msg("must be at most 200 characters")),
     Schema.isPattern(/\S/, msg("must not be empty")),
   ),
   /** `full` (default) or a comma-separated list of scopes; checked by the service. */
-  scopes: Schema.optional(Schema.String.check(Schema.isMaxLength(1000, msg("must be at most 1000 characters")))),
+  scopes: Schema.optional(Text.check(Schema.isMaxLength(1000, msg("must be at most 1000 characters")))),
   expires_at: Schema.optional(Schema.NullOr(
-    Schema.String.check(
+    Text.check(
       Schema.isPattern(ISO_TIMESTAMP, msg("Expected an ISO 8601 timestamp such as 2027-01-31T12:00:00Z")),
       Schema.makeFilter((s: string) => isRealDate(s) || "Expected a real date and time"),
     ),

@@ -3,7 +3,7 @@
  * `Topup`, ledger entries (`transactions`) and gateway events. Field names are the wire names.
  */
 import { Schema } from "effect"
-import { iso, TzPhone } from "../shared/schema.ts"
+import { iso, Text, TzPhone } from "../shared/schema.ts"
 import type { LedgerEntry } from "./service.ts"
 
 /** SPEC.md: minimum top-up 2,000 TZS. The upper bound keeps amounts far inside bigint and sanity. */
@@ -117,7 +117,7 @@ export type PaymentEventName = typeof PAYMENT_EVENT_NAMES[number]
 export const isPaymentEventName = (s: string): s is PaymentEventName => (PAYMENT_EVENT_NAMES as ReadonlyArray<string>).includes(s)
 
 const nonEmpty = (what: string, max: number) =>
-  Schema.String.check(
+  Text.check(
     Schema.isMinLength(1, { message: `${what} must not be empty` }),
     Schema.isMaxLength(max, { message: `${what} must be at most ${max} characters` }),
   )
@@ -131,7 +131,7 @@ export const PaymentEventBody = Schema.Struct({
   event: nonEmpty("event", 100),
   provider_reference: nonEmpty("provider_reference", 200),
   amount_tzs: Schema.Number.check(Schema.isInt({ message: "amount_tzs must be a whole number of TZS" })),
-  occurred_at: Schema.String.check(
+  occurred_at: Text.check(
     Schema.makeFilter((s: string) => !Number.isNaN(Date.parse(s)), { message: "occurred_at must be an RFC 3339 date-time" }),
   ),
 })

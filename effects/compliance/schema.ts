@@ -1,6 +1,6 @@
 /** The ComplianceProfile (SPEC.md) and the audit export (DECISIONS.md), as the API shows them. */
 import { Schema } from "effect"
-import { iso } from "../shared/schema.ts"
+import { iso, MultilineText, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -12,12 +12,12 @@ export const isCalendarDate = (s: string): boolean => {
   return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3])
 }
 
-const CalendarDate = Schema.String.check(
+const CalendarDate = Text.check(
   Schema.makeFilter((s: string) => isCalendarDate(s), msg("Expected a date written YYYY-MM-DD")),
 )
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
-const DateTimeString = Schema.String.check(
+const DateTimeString = Text.check(
   Schema.makeFilter(
     (s: string) => RFC3339.test(s) && isCalendarDate(s.slice(0, 10)) && !Number.isNaN(Date.parse(s)),
     msg("Expected an RFC 3339 date-time such as 2026-01-31T09:00:00Z"),
@@ -28,8 +28,9 @@ export const RetentionDays = Schema.Int.check(
   Schema.isBetween({ minimum: 1, maximum: 3650 }, msg("default_retention_days must be an integer from 1 to 3650")),
 )
 
+/** Free text of the profile: it may span lines (a registration note pasted from a letter). */
 const ShortText = (max: number, what: string) =>
-  Schema.String.check(
+  MultilineText.check(
     Schema.isMinLength(1, msg(`${what} must not be empty`)),
     Schema.isMaxLength(max, msg(`${what} must be at most ${max} characters`)),
   )

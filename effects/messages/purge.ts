@@ -3,6 +3,12 @@
  * deletes the chosen messages and keeps the counters in step (the address's message/unread
  * counts, the MIME row's reference count); a second drops MIME rows nothing refers to any more,
  * with their attachments (ON DELETE CASCADE).
+ *
+ * Lock order: the shared rows are taken in one global order before they change, the order ingest
+ * uses (messages, then addresses by id, then MIME rows by id; wallets come last in ingest).
+ * Updated through a join, they would be locked in whatever order the plan produced, and a purge
+ * and a delivery to the same addresses could each hold a row the other waits for: a deadlock
+ * PostgreSQL breaks by failing one of them.
  */
 import { Effect } from "effect"
 import { Database } from "../ports/Database.ts"
@@ -15,9 +21,21 @@ export const purgeMessages = (chosen: string, params: ReadonlyArray<unknown>) =>
   Effect.gen(function*() {
     const db = yield* Database
     return yield* db.transaction(Effect.gen(function*() {
+      const messages = yield* db.query<{ id: number; address_id: number; mime_id: number | null }>(
+        `SELECT id, address_id, mime_id FROM inbound_messages WHERE id IN (${chosen}) ORDER BY id FOR UPDATE`,
+        params,
+      )
+      if (messages.length === 0) return 0
+      const ids = (values: ReadonlyArray<number | null>) => [...new Set(values.filter((v) => v !== null).map(String))]
+      yield* db.query("SELECT id FROM inbound_addresses WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE", [
+        ids(messages.map((m) => m.address_id)),
+      ])
+      yield* db.query("SELECT id FROM inbound_mime WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE", [
+        ids(messages.map((m) => m.mime_id)),
+      ])
       const [row] = yield* db.query<{ deleted: number }>(
         `WITH gone AS (
-           DELETE FROM inbound_messages WHERE id IN (${chosen})
+           DELETE FROM inbound_messages WHERE id = ANY($1::bigint[])
            RETURNING address_id, mime_id, is_read
          ), per_address AS (
            UPDATE inbound_addresses a
@@ -32,7 +50,7 @@ export const purgeMessages = (chosen: string, params: ReadonlyArray<unknown>) =>
            RETURNING m.id
          )
          SELECT count(*)::int8 AS deleted FROM gone`,
-        params,
+        [ids(messages.map((m) => m.id))],
       )
       yield* db.query("DELETE FROM inbound_mime WHERE message_refs <= 0")
       return row?.deleted ?? 0

@@ -1,6 +1,6 @@
 /** InboundMessage as the API shows it (SPEC.md fields; attachments per DECISIONS.md). */
 import { Schema } from "effect"
-import { IdFromString, iso } from "../shared/schema.ts"
+import { IdFromString, iso, PageQuery } from "../shared/schema.ts"
 
 export const AttachmentSchema = Schema.Struct({
   filename: Schema.String,
@@ -34,18 +34,8 @@ const TrueOrFalse = Schema.Literals(["true", "false"])
 export const MessageListQuery = Schema.Struct({
   address_id: IdFromString,
   unread: Schema.optional(TrueOrFalse),
-  page: Schema.optional(
-    Schema.NumberFromString.check(
-      Schema.isInt({ message: "page must be an integer >= 1" }),
-      Schema.isGreaterThanOrEqualTo(1, { message: "page must be an integer >= 1" }),
-    ),
-  ),
-  per_page: Schema.optional(
-    Schema.NumberFromString.check(
-      Schema.isInt({ message: "per_page must be an integer from 1 to 100" }),
-      Schema.isBetween({ minimum: 1, maximum: 100 }, { message: "per_page must be an integer from 1 to 100" }),
-    ),
-  ),
+  // The paging rule of every list, bounds included.
+  ...PageQuery.fields,
 })
 export type MessageListQuery = typeof MessageListQuery.Type
 

@@ -3,7 +3,7 @@
  * DECISIONS.md "Resources"), the send and batch request bodies, and the row mappings.
  */
 import { Schema } from "effect"
-import { Id, iso } from "../shared/schema.ts"
+import { Id, iso, MultilineText, Text, TextMap } from "../shared/schema.ts"
 import { isBase64 } from "./attachments.ts"
 import { isRecipient } from "./recipients.ts"
 
@@ -12,37 +12,39 @@ const msg = (message: string) => ({ message })
 /** Optional fields also take `null` (many client libraries send it for "not set"). */
 const opt = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
 
-export const Recipient = Schema.String.check(
+export const Recipient = Text.check(
   Schema.makeFilter((s: string) => isRecipient(s), msg("Expected an email address: addr@domain or Name <addr@domain>")),
 )
-export const Subject = Schema.String.check(
+export const Subject = Text.check(
   Schema.isMaxLength(998, msg("subject must be at most 998 characters")),
   Schema.isPattern(/^[^\r\n]*$/, msg("subject must be a single line")),
 )
 
 export const AttachmentInput = Schema.Struct({
-  filename: Schema.String.check(
+  filename: Text.check(
     Schema.isMinLength(1, msg("filename is required")),
     Schema.isMaxLength(255, msg("filename must be at most 255 characters")),
     Schema.isPattern(/^[^\u0000-\u001f\u007f/\\]*$/, msg("filename must not contain slashes or control characters")),
   ),
-  content_type: Schema.String.check(
+  content_type: Text.check(
     Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/, msg("Expected a media type such as application/pdf")),
   ),
   size: opt(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0, msg("size must be >= 0")))),
-  data_base64: Schema.String.check(Schema.makeFilter((s: string) => isBase64(s), msg("Expected standard base64 content"))),
+  // Base64 may come wrapped in lines (MIME style).
+  data_base64: MultilineText.check(Schema.makeFilter((s: string) => isBase64(s), msg("Expected standard base64 content"))),
 })
 
 /** The content fields shared by single and batch sends. */
 const content = {
   subject: opt(Subject),
-  html_body: opt(Schema.String),
-  text_body: opt(Schema.String),
+  html_body: opt(MultilineText),
+  text_body: opt(MultilineText),
   attachments: opt(Schema.Array(AttachmentInput)),
   template_id: opt(Id),
-  variables: opt(Schema.Record(Schema.String, Schema.String)),
+  // Values may fill a body, so they may span lines; a key is a name.
+  variables: opt(TextMap),
   from_domain_id: opt(Id),
-  from_address: opt(Schema.String),
+  from_address: opt(Text),
 }
 
 export const SendEmailBody = Schema.Struct({

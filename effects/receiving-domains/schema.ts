@@ -1,6 +1,6 @@
 /** Receiving domains as the API shows them (DECISIONS.md "Resources") and the rules for names. */
 import { Schema } from "effect"
-import { iso } from "../shared/schema.ts"
+import { iso, Text } from "../shared/schema.ts"
 
 export type ReceivingDomainStatus = "pending" | "verified" | "suspended"
 
@@ -19,7 +19,7 @@ const DOMAIN_PATTERN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)
 export const isDomainName = (input: string): boolean => DOMAIN_PATTERN.test(normalizeDomain(input))
 
 export const CreateReceivingDomain = Schema.Struct({
-  domain: Schema.String.check(
+  domain: Text.check(
     Schema.makeFilter((s: string) => isDomainName(s), { message: "Expected a domain name such as example.co.tz" }),
   ),
 })

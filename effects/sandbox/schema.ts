@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { type AttachmentMeta, AttachmentSchema } from "../messages/schema.ts"
-import { iso } from "../shared/schema.ts"
+import { iso, Text } from "../shared/schema.ts"
 
 /**
  * What a credential may do (`full` = all of them, including scopes added later):
@@ -19,7 +19,7 @@ export type SandboxScope = typeof SANDBOX_SCOPES[number]
 
 export const CreateSandboxCredentialBody = Schema.Struct({
   /** `full` (default) or a comma list of sandbox scopes; checked by the service. */
-  scopes: Schema.optional(Schema.String.check(Schema.isMaxLength(200, { message: "must be at most 200 characters" }))),
+  scopes: Schema.optional(Text.check(Schema.isMaxLength(200, { message: "must be at most 200 characters" }))),
 })
 export type CreateSandboxCredentialBody = typeof CreateSandboxCredentialBody.Type
 

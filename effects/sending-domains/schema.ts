@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { isDomainName } from "../receiving-domains/schema.ts"
-import { iso, LocalPart } from "../shared/schema.ts"
+import { iso, LocalPart, Text } from "../shared/schema.ts"
 
 export type SendingDomainStatus = "pending" | "verified" | "suspended"
 
@@ -18,7 +18,7 @@ export const DnsRecord = Schema.Struct({ type: Schema.Literal("TXT"), host: Sche
 export type DnsRecord = typeof DnsRecord.Type
 
 export const CreateSendingDomain = Schema.Struct({
-  domain: Schema.String.check(
+  domain: Text.check(
     Schema.makeFilter((s: string) => isDomainName(s), { message: "Expected a domain name such as example.co.tz" }),
   ),
   from_local_part: Schema.optional(LocalPart),

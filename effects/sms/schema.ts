@@ -3,7 +3,7 @@
  * SMS rule, Delivery), the creation body, and the mapping from their rows.
  */
 import { Schema } from "effect"
-import { Id, iso, TzPhone } from "../shared/schema.ts"
+import { Id, iso, Text, TzPhone } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -11,7 +11,7 @@ export const CreateSmsRuleBody = Schema.Struct({
   address_id: Id,
   phone_number: TzPhone,
   /** The account's own key for the SMS provider; shown once, stored sealed. */
-  provider_key: Schema.String.check(
+  provider_key: Text.check(
     Schema.isMinLength(8, msg("provider_key must be 8 to 512 characters")),
     Schema.isMaxLength(512, msg("provider_key must be 8 to 512 characters")),
     Schema.isPattern(/^\S+$/, msg("provider_key must not contain whitespace")),

@@ -1,16 +1,16 @@
 /** Template as the API shows it (SPEC.md "Template"), its request bodies and row mapping. */
 import { Schema } from "effect"
-import { BoundedString, iso } from "../shared/schema.ts"
+import { BoundedString, iso, MultilineText, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
 export const TemplateName = BoundedString(200, "name")
 /** Subjects are one header line: bounded, no line breaks. */
-export const TemplateSubject = Schema.String.check(
+export const TemplateSubject = Text.check(
   Schema.isMaxLength(998, msg("subject must be at most 998 characters")),
   Schema.isPattern(/^[^\r\n]*$/, msg("subject must be a single line")),
 )
-const Body = Schema.String
+const Body = MultilineText
 
 export const CreateTemplateBody = Schema.Struct({
   name: TemplateName,

@@ -3,18 +3,18 @@
  * the request bodies, and the mapping from their rows.
  */
 import { Schema } from "effect"
-import { Id, iso } from "../shared/schema.ts"
+import { Id, iso, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
 /** http/https, at most 2048 characters; the full rule (credentials, private targets) is in url.ts. */
-export const WebhookUrl = Schema.String.check(
+export const WebhookUrl = Text.check(
   Schema.isMinLength(1, msg("url is required")),
   Schema.isMaxLength(2048, msg("url must be at most 2048 characters")),
 )
 
 /** A secret given at creation is kept as given. */
-export const WebhookSecret = Schema.String.check(
+export const WebhookSecret = Text.check(
   Schema.isMinLength(8, msg("secret must be 8 to 256 characters")),
   Schema.isMaxLength(256, msg("secret must be 8 to 256 characters")),
 )

@@ -7,22 +7,35 @@
  * request is aborted), with the client's timeout a little later as a backstop.
  *
  * Nothing the provider says reaches a user or the log: failures become ProviderError with
- * `detail` = `HTTP <status>`, `timeout`, `connection error` or `empty answer`.
+ * `detail` = `HTTP <status>`, `timeout`, `response too large` (over the port's 1 MiB),
+ * `connection error` or `empty answer`.
  */
 import { Duration, Effect, Layer, Option } from "effect"
 import OpenAI, { APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai"
 import { AppConfig } from "../../effects/config.ts"
 import { ProviderError } from "../../effects/errors.ts"
 import { type AiCompletion, AiGateway } from "../../effects/ports/AiGateway.ts"
-import { HttpClient } from "../../effects/ports/HttpClient.ts"
+import { HttpClient, HttpDeadlineExceeded, HttpResponseTooLarge } from "../../effects/ports/HttpClient.ts"
 
 /** How long one completion may take (an answer is a few hundred tokens). */
 export const AI_TIMEOUT: Duration.Input = "30 seconds"
 
 const failed = (detail: string) => new ProviderError({ message: "the AI gateway did not answer", detail })
 
+/** The port's own refusals, however deep the openai client wrapped them. */
+const portLimit = (e: unknown, depth = 0): "timeout" | "response too large" | undefined =>
+  e instanceof HttpDeadlineExceeded
+    ? "timeout"
+    : e instanceof HttpResponseTooLarge
+    ? "response too large"
+    : depth < 4 && typeof e === "object" && e !== null && "cause" in e
+    ? portLimit(e.cause, depth + 1)
+    : undefined
+
 const toProviderError = (e: unknown): ProviderError =>
-  e instanceof APIConnectionTimeoutError
+  portLimit(e) !== undefined
+    ? failed(portLimit(e)!)
+    : e instanceof APIConnectionTimeoutError
     ? failed("timeout")
     : e instanceof APIError && typeof e.status === "number" && !(e instanceof APIUserAbortError)
     ? failed(`HTTP ${e.status}`)

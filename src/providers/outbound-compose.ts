@@ -8,10 +8,11 @@
  * transaction carries the same composed bytes (one Message-ID, one DKIM signature; Bcc in no
  * header), over the transport's pooled connections.
  */
-import { Effect, Option } from "effect"
+import { type Duration, Effect, Option } from "effect"
 import nodemailer, { type NodemailerError, type SendMailOptions } from "nodemailer"
 import { ProviderError } from "../../effects/errors.ts"
 import type { DispatchResult, MailAddress, OutboundDispatch, RecipientVerdict } from "../../effects/ports/OutboundMailer.ts"
+import { RELAY_DEADLINE, sendWithin } from "./platform-mailer.ts"
 
 const address = (a: MailAddress) => (a.name ? { name: a.name, address: a.email } : a.email)
 
@@ -64,11 +65,10 @@ type Transaction =
 
 const oneLine = (s: unknown) => String(s ?? "").replace(/\s+/g, " ").trim()
 
-const transaction = (relay: Relay, raw: Buffer, email: string, returnPath: string): Effect.Effect<Transaction> =>
-  Effect.tryPromise({
-    try: () => relay.sendMail({ envelope: { from: returnPath, to: [email] }, raw }),
-    catch: (e) => e as NodemailerError,
-  }).pipe(
+const transaction = (relay: Relay, raw: Buffer, email: string, returnPath: string, deadline: Duration.Input): Effect.Effect<Transaction> =>
+  // One deadline per transaction (DECISIONS "Hostile input"): a relay that stalls breaks it.
+  sendWithin(relay, { envelope: { from: returnPath, to: [email] }, raw }, deadline, (e) => e as NodemailerError).pipe(
+    Effect.map((info) => info as SmtpInfo),
     Effect.map((info): Transaction => ({
       _tag: "Accepted",
       verdict: {
@@ -103,9 +103,10 @@ export const sendEach = (
   d: OutboundDispatch,
   raw: Buffer,
   concurrency: number,
+  deadline: Duration.Input = RELAY_DEADLINE,
 ): Effect.Effect<DispatchResult, ProviderError> =>
   Effect.gen(function*() {
-    const done = yield* Effect.forEach(d.envelope, (email, i) => transaction(relay, raw, email, d.returnPaths[i]!), { concurrency })
+    const done = yield* Effect.forEach(d.envelope, (email, i) => transaction(relay, raw, email, d.returnPaths[i]!, deadline), { concurrency })
     const accepted = done.flatMap((t) => (t._tag === "Accepted" ? [t.verdict] : []))
     const broken = done.flatMap((t) => (t._tag === "Broken" ? [t] : []))
     if (accepted.length === 0 && broken.length > 0) {
@@ -121,5 +122,9 @@ export const sendEach = (
   })
 
 /** Composes once, then sends to each recipient through `relay`. */
-export const sendAndRead = (relay: Relay, d: OutboundDispatch, concurrency: number): Effect.Effect<DispatchResult, ProviderError> =>
-  Effect.flatMap(compose(d), (raw) => sendEach(relay, d, raw, concurrency))
+export const sendAndRead = (
+  relay: Relay,
+  d: OutboundDispatch,
+  concurrency: number,
+  deadline: Duration.Input = RELAY_DEADLINE,
+): Effect.Effect<DispatchResult, ProviderError> => Effect.flatMap(compose(d), (raw) => sendEach(relay, d, raw, concurrency, deadline))

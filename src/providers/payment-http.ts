@@ -7,7 +7,7 @@
 import { Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../effects/config.ts"
 import { NotConfigured, ProviderError } from "../../effects/errors.ts"
-import { HttpClient } from "../../effects/ports/HttpClient.ts"
+import { HttpClient, request } from "../../effects/ports/HttpClient.ts"
 import { PaymentGateway } from "../../effects/ports/PaymentGateway.ts"
 
 /** A gateway that has not answered in this long is treated as down; the top-up ends failed. */
@@ -39,18 +39,18 @@ export const paymentGatewayHttpLayer = Layer.effect(
         }
         const url = `${config.paymentApiUrl.value.replace(/\/+$/, "")}${path}`
         const key = config.paymentApiKey.value
-        const res = yield* Effect.tryPromise({
-          try: (signal) =>
-            http.fetch(url, {
-              method: "POST",
-              headers: { "content-type": "application/json", accept: "application/json", authorization: `Bearer ${key}` },
-              body: JSON.stringify(body),
-              signal,
-            }),
-          catch: (e) => failed(`POST ${path}: ${String(e)}`),
-        })
-        const text = yield* Effect.tryPromise({ try: () => res.text(), catch: (e) => failed(`POST ${path}: reading reply: ${String(e)}`) })
+        // One deadline from the lookup to the end of the reply, its body capped (the HttpClient port).
+        const res = yield* request(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json", authorization: `Bearer ${key}` },
+          body: JSON.stringify(body),
+        }, TIMEOUT).pipe(
+          Effect.provideService(HttpClient, http),
+          Effect.mapError((e) => failed(e.reason === "timeout" ? `POST ${path}: no answer within ${TIMEOUT}` : `POST ${path}: ${e.detail}`)),
+        )
+        const text = res.text
         if (!res.ok) return yield* failed(`POST ${path}: HTTP ${res.status}: ${text.slice(0, 500)}`)
+        if (!res.complete) return yield* failed(`POST ${path}: the reply was cut short (over 1 MiB, or still arriving at the deadline)`)
         const json = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => failed(`POST ${path}: reply is not JSON`) })
         return yield* Schema.decodeUnknownEffect(reply)(json).pipe(
           Effect.mapError((e) => failed(`POST ${path}: unexpected reply: ${e.message}`)),

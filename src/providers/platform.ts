@@ -4,7 +4,7 @@
  * own adapters (`makeTestApp({ infrastructure })`) replace them.
  */
 import { Effect, Layer, Option } from "effect"
-import { AppConfig } from "../../effects/config.ts"
+import { AppConfig, chosenProviders } from "../../effects/config.ts"
 import { aiGatewayLayer } from "./ai-openai.ts"
 import { logPlatformMailer, relayPlatformMailer } from "./platform-mailer.ts"
 import { httpSmsGateway, logSmsGateway } from "./sms.ts"
@@ -12,11 +12,11 @@ import { httpSmsGateway, logSmsGateway } from "./sms.ts"
 export const platformProvidersLayer = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const mailer = Option.match(config.smtpRelayUrl, {
-      onNone: () => logPlatformMailer,
-      onSome: (url) => relayPlatformMailer(url, config.platformFrom),
-    })
-    const sms = Option.match(config.smsApiUrl, { onNone: () => logSmsGateway, onSome: httpSmsGateway })
+    const chosen = chosenProviders(config)
+    const mailer = chosen.platformMail === "relay" && Option.isSome(config.smtpRelayUrl)
+      ? relayPlatformMailer(config.smtpRelayUrl.value, config.platformFrom)
+      : logPlatformMailer
+    const sms = chosen.sms === "http" && Option.isSome(config.smsApiUrl) ? httpSmsGateway(config.smsApiUrl.value) : logSmsGateway
     return Layer.mergeAll(mailer, sms, aiGatewayLayer)
   }),
 )

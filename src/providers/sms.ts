@@ -5,16 +5,16 @@
  * HttpClient port so tests (and Deno) can hand in their own. The log adapter is the embedded
  * default: OTP codes appear in the service log.
  */
-import { Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../../effects/config.ts"
 import { NotConfigured, ProviderError } from "../../effects/errors.ts"
-import { HttpClient } from "../../effects/ports/HttpClient.ts"
+import { HttpClient, request } from "../../effects/ports/HttpClient.ts"
 import { type SmsMessage, type SmsSendOptions, SmsGateway } from "../../effects/ports/SmsGateway.ts"
 
-const TIMEOUT = "10 seconds"
+const TIMEOUT: Duration.Input = "10 seconds"
 
-/** Sends to the provider at `url`; keys and sender id default to the platform's settings. */
-export const httpSmsGateway = (url: string) =>
+/** Sends to the provider at `url`, each call within `timeout`; keys and sender id default to the platform's settings. */
+export const httpSmsGateway = (url: string, timeout: Duration.Input = TIMEOUT) =>
   Layer.effect(
     SmsGateway,
     Effect.gen(function*() {
@@ -25,24 +25,22 @@ export const httpSmsGateway = (url: string) =>
         const key = options.apiKey ?? Option.getOrUndefined(config.smsApiKey)
         if (!key) return yield* new NotConfigured({ message: "SMS sending is not configured on this server" })
         const unreachable = (detail: string) => new ProviderError({ message: "the SMS provider could not be reached", detail })
-        const res = yield* Effect.tryPromise({
-          try: (signal) =>
-            http.fetch(url, {
-              method: "POST",
-              headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-              body: JSON.stringify({ to: message.to, message: message.message, sender_id: options.senderId ?? config.smsSenderId }),
-              signal,
-            }),
-          catch: (e) => unreachable(String(e)),
-        }).pipe(Effect.timeoutOrElse({ duration: TIMEOUT, orElse: () => Effect.fail(unreachable(`no answer within ${TIMEOUT}`)) }))
-        const text = yield* Effect.promise(() => res.text().catch(() => ""))
-        if (!res.ok) {
+        // One deadline from the lookup to the end of the answer, its body capped (the HttpClient port).
+        const answer = yield* request(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+          body: JSON.stringify({ to: message.to, message: message.message, sender_id: options.senderId ?? config.smsSenderId }),
+        }, timeout).pipe(
+          Effect.provideService(HttpClient, http),
+          Effect.mapError((e) => unreachable(e.reason === "timeout" ? `no answer within ${Duration.format(Duration.fromInputUnsafe(timeout))}` : e.detail)),
+        )
+        if (!answer.ok) {
           // The provider's text may echo the key or the message; only the status is kept.
-          return yield* new ProviderError({ message: "the SMS provider refused the message", detail: `HTTP ${res.status}` })
+          return yield* new ProviderError({ message: "the SMS provider refused the message", detail: `HTTP ${answer.status}` })
         }
-        return { messageId: messageIdOf(text) }
+        // A 2xx is a sent message, even when its body (the optional message_id) was cut short.
+        return { messageId: messageIdOf(answer.text) }
       })
-
       return SmsGateway.of({ send })
     }),
   )

@@ -4,8 +4,8 @@
  * non-public address refuses the request unless WEBHOOK_ALLOW_PRIVATE, and the socket then
  * connects to that vetted address, so a DNS answer that changes between check and connect
  * (rebinding) cannot reach an internal host. Redirects are never followed, one deadline covers
- * the whole attempt, and at most 1 KiB of a non-2xx body is read (a huge or endless answer costs
- * nothing).
+ * the whole attempt (the lookup included), and at most 1 KiB of a non-2xx body is read (a huge or
+ * endless answer costs nothing).
  */
 import { Duration, Effect, Layer } from "effect"
 import * as dns from "node:dns"
@@ -95,9 +95,20 @@ const describe = (err: NodeJS.ErrnoException): string => {
   }
 }
 
-const request = (req: WebhookRequest, url: URL, target: Vetted) =>
+/**
+ * Fails after `ms` of wall-clock time. The transport's timers are real ones (the socket's too):
+ * a TestClock driving the retry schedule must not be able to stall a lookup forever.
+ */
+const wallDeadline = (ms: number, message: string) =>
+  Effect.callback<never, WebhookRequestFailed>((resume) => {
+    const timer = setTimeout(() => resume(Effect.fail(new WebhookRequestFailed({ message }))), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/** `timeoutMs`: what is left of the attempt's deadline once the host was resolved. */
+const request = (req: WebhookRequest, url: URL, target: Vetted, timeoutMs: number) =>
   Effect.callback<WebhookResponse, WebhookRequestFailed>((resume, signal) => {
-    const timeoutMs = Duration.toMillis(req.timeout)
+    const budgetMs = Duration.toMillis(req.timeout)
     let settled = false
     let status: number | undefined
     const chunks: Array<Buffer> = []
@@ -122,7 +133,7 @@ const request = (req: WebhookRequest, url: URL, target: Vetted) =>
     const timer = setTimeout(() => {
       // A status already received is the answer; only its body was slow.
       if (status !== undefined) answered()
-      else failed(`no answer within ${timeoutMs / 1000} s (timeout)`)
+      else failed(`no answer within ${budgetMs / 1000} s (timeout)`)
     }, timeoutMs)
     const onAbort = () => settle(Effect.fail(new WebhookRequestFailed({ message: "interrupted" })))
     signal.addEventListener("abort", onAbort)
@@ -161,8 +172,14 @@ export const webhookHttpLayer = Layer.effect(
             try: () => new URL(req.url),
             catch: () => new WebhookRequestFailed({ message: "the webhook URL cannot be parsed" }),
           })
-          const target = yield* vet(url, config.webhookAllowPrivate, lookup)
-          return yield* request(req, url, target)
+          // One deadline for the attempt: the lookup spends from it, the request gets the rest.
+          const budgetMs = Duration.toMillis(req.timeout)
+          const started = performance.now()
+          const target = yield* Effect.raceFirst(
+            vet(url, config.webhookAllowPrivate, lookup),
+            wallDeadline(budgetMs, `no answer within ${budgetMs / 1000} s (timeout while resolving ${url.hostname})`),
+          )
+          return yield* request(req, url, target, Math.max(1, budgetMs - (performance.now() - started)))
         }).pipe(Effect.withSpan("WebhookTransport.post")),
     })
   }),

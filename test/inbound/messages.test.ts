@@ -46,12 +46,16 @@ describe("GET /api/inbound/messages", () => {
     expect(page1.body.data[0].subject).toBe("m24")
     const page2 = await get(`/api/inbound/messages?address_id=${address.id}&page=2&per_page=20`, apiKey)
     expect(page2.body.data.map((m: { subject: string }) => m.subject)).toEqual(["m4", "m3", "m2", "m1", "m0"])
-    for (const page of [9, 999_999_999_999]) {
+    for (const page of [9, 1_000_000]) {
       const past = await get(`/api/inbound/messages?address_id=${address.id}&page=${page}`, apiKey)
       expect(past.status).toBe(200)
       expect(past.body.data).toEqual([])
       expect(past.body.pagination.total).toBe(25)
     }
+    // DECISIONS.md "Hostile input": pages stop at 1,000,000 (no OFFSET can overflow).
+    const beyond = await get(`/api/inbound/messages?address_id=${address.id}&page=999999999999`, apiKey)
+    expect(beyond.status).toBe(400)
+    expect(beyond.body.errors[0].field).toBe("page")
 
     for (const id of ids.slice(20)) {
       const r = await app.api.call("PATCH", `/api/inbound/messages/${id}/read`, { token: apiKey })

@@ -23,6 +23,8 @@ export interface TestDnsServer {
   readonly load: (zone: Zone) => void
   /** Makes every question about `name` answer SERVFAIL (an outage, not a missing record); `false` undoes it. */
   readonly fail: (name: string, failing?: boolean) => void
+  /** Delays every answer about `name` by `ms` (a slow or distant resolver); 0 undoes it. */
+  readonly slow: (name: string, ms: number) => void
   /** How many questions were answered (to prove lookups really went over DNS). */
   readonly queries: () => number
   readonly close: () => Promise<void>
@@ -56,7 +58,13 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
   }
   load(initial)
 
+  const delays = new Map<string, number>()
   const handle = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => {
+    const delay = delays.get(norm(request.questions[0]?.name ?? "")) ?? 0
+    if (delay > 0) return void setTimeout(() => answer(request, send), delay)
+    answer(request, send)
+  }
+  const answer = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => {
     answered++
     const response = Packet.createResponseFromRequest(request)
     const [question] = request.questions
@@ -103,6 +111,10 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
     fail: (name, on = true) => {
       if (on) failing.add(norm(name))
       else failing.delete(norm(name))
+    },
+    slow: (name, ms) => {
+      if (ms > 0) delays.set(norm(name), ms)
+      else delays.delete(norm(name))
     },
     queries: () => answered,
     close: async () => {

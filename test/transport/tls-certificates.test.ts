@@ -193,7 +193,10 @@ describe("settings", () => {
   })
 
   it("reads TLS_CERT_FILE, TLS_KEY_FILE, SANDBOX_SMTPS_PORT and NODE_ENV", async () => {
-    const r = await load({ TLS_CERT_FILE: "/etc/tls/cert.pem", TLS_KEY_FILE: "/etc/tls/key.pem", SANDBOX_SMTPS_PORT: "4650", NODE_ENV: "production" })
+    const r = await load({ TLS_CERT_FILE: "/etc/tls/cert.pem", TLS_KEY_FILE: "/etc/tls/key.pem", SANDBOX_SMTPS_PORT: "4650", NODE_ENV: "production",
+      // Production fails closed without these (DECISIONS "Production mode").
+      JWT_SECRET: "ab".repeat(32), SECRETS_KEY: "cd".repeat(32),
+      PAYMENT_PROVIDER: "fake", MAIL_TRANSPORT: "capture", SMS_PROVIDER: "log", PLATFORM_MAIL: "log" })
     expect(r._tag).toBe("Success")
     if (r._tag !== "Success") return
     expect(r.success).toMatchObject({

@@ -1,7 +1,8 @@
 /**
- * The embedded fake gateway's checkout page (only while PAYMENT_API_URL is unset; otherwise
- * 404). Plain HTML forms, no script: "Pay" and "Fail" post back here, and the fake gateway
- * delivers its signed event to the service's own event endpoint. Not part of the public API.
+ * The embedded fake gateway's checkout page. The routes are served only while the fake is the
+ * payment provider (`routesFor` in ./index.ts), and the page says it is a development stand-in.
+ * Plain HTML forms, no script: "Pay" and "Fail" post back here, and the fake gateway delivers its
+ * signed event to the service's own event endpoint. Not part of the public API.
  */
 import { Effect, Option, Schema } from "effect"
 import { NotFound } from "../../../effects/errors.ts"
@@ -45,7 +46,8 @@ export const checkoutPage = (p: FakeGatewayPayment, delivery?: Delivery): string
  .note{font-size:.85rem;color:#666} .result{margin-top:1rem;padding:.75rem;background:#f5f5f5;border-radius:6px}
 </style></head>
 <body><div class="card">
-<p class="note">Fake payment gateway &mdash; development only; no money moves.</p>
+<p class="note" id="stand-in">Fake payment gateway: a development stand-in for a real payment gateway
+(PAYMENT_PROVIDER=fake). No money moves; anyone who opens this page can complete the payment.</p>
 <div class="amount">${tzs(p.amount_tzs)}</div>
 <dl>
  <dt>Status</dt><dd id="status" data-status="${p.status}">${STATUS_TEXT[p.status]}</dd>

@@ -3,7 +3,7 @@
  * add a capability by adding its list below.
  */
 import { Effect } from "effect"
-import { AppConfig } from "../../../effects/config.ts"
+import { AppConfig, chosenProviders, type Settings } from "../../../effects/config.ts"
 import { docsPage, openApiDocument } from "../openapi.ts"
 import { ok, type Route, route } from "../route.ts"
 import { agentRoutes } from "./agent.ts"
@@ -68,3 +68,11 @@ const documentationRoutes: ReadonlyArray<Route> = [
 ]
 
 export const allRoutes: ReadonlyArray<Route> = [...capabilityRoutes, ...documentationRoutes]
+
+/**
+ * The routes a running service serves: the fake gateway's pages exist only while it is the
+ * active payment provider (DECISIONS.md "Production mode"), so with a live gateway they are
+ * not merely refused but absent (404 NOT_FOUND like any unknown path).
+ */
+export const routesFor = (settings: Settings): ReadonlyArray<Route> =>
+  chosenProviders(settings).payment === "fake" ? allRoutes : allRoutes.filter((r) => !fakeGatewayRoutes.includes(r))

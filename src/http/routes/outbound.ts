@@ -13,7 +13,7 @@ import {
   Suppression,
 } from "../../../effects/outbound/schema.ts"
 import { Outbound, type Sent } from "../../../effects/outbound/service.ts"
-import { IdParams, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
+import { IdParams, PageQuery, pagination, paging, Text } from "../../../effects/shared/schema.ts"
 import { ok, route } from "../route.ts"
 
 const tag = "Outbound email"
@@ -146,7 +146,7 @@ export const outboundRoutes = [
     scope: "outbound:send",
     tag,
     summary: "Take an address off the suppression list",
-    params: Schema.Struct({ email: Schema.String }),
+    params: Schema.Struct({ email: Text }),
     response: Schema.Struct({ deleted_suppression: Schema.String }),
     handler: ({ params, principal }) =>
       Effect.as(Outbound.use((o) => o.unsuppress(principal.userId, params.email)), ok({ deleted_suppression: params.email.trim().toLowerCase() })),
