@@ -43,6 +43,10 @@ export interface Settings {
   /** Largest accepted SMTP message in bytes (advertised with SIZE). */
   readonly maxMessageBytes: number
   readonly logLevel: "debug" | "info" | "warn" | "error"
+  /** Concurrent SMTP sessions per client IP, per server (the next gets 421 4.7.0). */
+  readonly smtpMaxSessionsPerIp: number
+  /** Message bytes the SMTP servers hold in memory together; larger messages spool to DATA_DIR. */
+  readonly smtpMemoryBytes: number
 }
 
 export class AppConfig extends Context.Service<AppConfig, Settings>()("app/AppConfig") {}

@@ -62,6 +62,8 @@ const raw = Config.all({
   maxBodyBytes: Config.Int("MAX_BODY_BYTES").pipe(Config.withDefault(30 * 1024 * 1024)),
   maxMessageBytes: Config.Int("MAX_MESSAGE_BYTES").pipe(Config.withDefault(25 * 1024 * 1024)),
   logLevel: Config.Literals(["debug", "info", "warn", "error"], "LOG_LEVEL").pipe(Config.withDefault("info" as const)),
+  smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
+  smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
 })
 
 /** Keys kept in DATA_DIR when not given by env; created once with owner-only permissions. */
@@ -99,6 +101,12 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     }
     if (Option.isSome(r.databaseUrl) && !/^postgres(ql)?:\/\//.test(r.databaseUrl.value)) {
       return yield* new ConfigInvalid({ message: "Invalid setting DATABASE_URL: expected postgres://user@host:port/db" })
+    }
+    if (r.smtpMaxSessionsPerIp < 1) {
+      return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
+    }
+    if (r.smtpMemoryBytes < 1024 * 1024) {
+      return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MEMORY_BYTES: expected at least 1048576 (1 MiB)" })
     }
     const durationOf = (name: string, value: string) =>
       Option.match(parseDuration(value), {

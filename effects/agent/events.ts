@@ -3,13 +3,13 @@
  * transaction (when the address's agent is on), and wakes the worker once that committed.
  */
 import { Effect } from "effect"
-import type { MessageEventsShape } from "../ingest/events.ts"
+import type { MessageSubscriber } from "../ingest/events.ts"
 import { AgentJobs } from "./jobs.ts"
 
 export const agentSubscriber = Effect.gen(function*() {
   const jobs = yield* AgentJobs
-  const subscriber: MessageEventsShape = {
-    stored: (message) => Effect.asVoid(jobs.enqueue(message)),
+  const subscriber: MessageSubscriber = {
+    stored: (messages) => Effect.asVoid(jobs.enqueueMany(messages)),
     committed: () => jobs.wake,
   }
   return subscriber

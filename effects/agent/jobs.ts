@@ -7,6 +7,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import type { StoredMessage } from "../ingest/events.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
+import { valuesLists } from "../shared/values.ts"
 
 /** WorkSignals queue (and worker) name. */
 export const AGENT_QUEUE = "agent"
@@ -14,6 +15,8 @@ export const AGENT_QUEUE = "agent"
 export interface AgentJobsShape {
   /** Queues the message when its address's agent is on; joins the storing transaction. Returns whether it queued. */
   readonly enqueue: (message: StoredMessage) => Effect.Effect<boolean, DbError>
+  /** `enqueue` for the messages of one ingest commit; returns how many jobs it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<number, DbError>
   readonly wake: Effect.Effect<void>
 }
 
@@ -37,7 +40,25 @@ export class AgentJobs extends Context.Service<AgentJobs, AgentJobsShape>()("app
         return rows.length > 0
       })
 
-      return AgentJobs.of({ enqueue, wake: signals.notify(AGENT_QUEUE) })
+      const enqueueMany = Effect.fn("AgentJobs.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
+        const at = new Date(Number(yield* Clock.currentTimeMillis))
+        let queued = 0
+        for (const v of valuesLists(["int8", "int8"], messages.map((m) => [m.id, m.addressId]), [at])) {
+          const rows = yield* db.query(
+            `INSERT INTO agent_jobs (user_id, address_id, message_id, status, attempt, next_attempt_at, created_at)
+             SELECT c.user_id, c.address_id, m.id, 'pending', 0, $1, $1
+               FROM (${v.sql}) AS m (id, address_id) JOIN agent_configs c ON c.address_id = m.address_id AND c.enabled AND c.mode <> 'off'
+              ORDER BY m.id
+             ON CONFLICT (message_id) DO NOTHING
+             RETURNING id`,
+            v.params,
+          )
+          queued += rows.length
+        }
+        return queued
+      })
+
+      return AgentJobs.of({ enqueue, enqueueMany, wake: signals.notify(AGENT_QUEUE) })
     }),
   )
 }

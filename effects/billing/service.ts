@@ -8,6 +8,7 @@
 import { Context, Effect, Layer } from "effect"
 import { InsufficientBalance, ValidationError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
+import { inList, valuesLists } from "../shared/values.ts"
 
 /** Flat price per inbound message and per outbound recipient (SPEC.md "Pricing"). */
 export const PRICE_PER_MESSAGE_TZS = 5
@@ -48,6 +49,18 @@ export interface BillingShape {
   readonly refund: (m: Movement) => Effect.Effect<LedgerEntry, ValidationError | DbError>
   /** Adds money: `credit` for a completed top-up, `adjustment` for an operator correction. */
   readonly credit: (m: Movement & { readonly kind: "credit" | "adjustment" }) => Effect.Effect<LedgerEntry, ValidationError | DbError>
+  /**
+   * Locks the wallets of `userIds` until the surrounding transaction ends, in user id order (so
+   * two callers never deadlock), and returns their balances; an account without a wallet has 0.
+   */
+  readonly lockBalances: (userIds: ReadonlyArray<number>) => Effect.Effect<ReadonlyMap<number, number>, DbError>
+  /**
+   * Many debits inside the caller's transaction, after `lockBalances` of their accounts: one
+   * conditional update per account (its total) and one ledger entry per movement, each with the
+   * balance after it. An account that cannot cover its total fails INSUFFICIENT_BALANCE; the
+   * caller's transaction must then roll back.
+   */
+  readonly chargeMany: (movements: ReadonlyArray<Movement>) => Effect.Effect<void, InsufficientBalance | ValidationError | DbError>
   /** Ledger entries, newest first. */
   readonly entries: (
     userId: number,
@@ -122,9 +135,65 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
           return { rows, total: count?.n ?? 0 }
         })
 
+      const lockBalances = Effect.fn("Billing.lockBalances")(function*(userIds: ReadonlyArray<number>) {
+        const ids = [...new Set(userIds)].sort((a, b) => a - b)
+        const balances = new Map<number, number>(ids.map((id) => [id, 0]))
+        if (ids.length === 0) return balances
+        const rows = yield* db.query<{ user_id: number; balance_tzs: number }>(
+          `SELECT user_id, balance_tzs FROM wallets WHERE user_id IN (${inList(ids.length, "int8")}) ORDER BY user_id FOR UPDATE`,
+          ids,
+        )
+        for (const r of rows) balances.set(r.user_id, r.balance_tzs)
+        return balances
+      })
+
+      const chargeMany = Effect.fn("Billing.chargeMany")(function*(movements: ReadonlyArray<Movement>) {
+        if (movements.length === 0) return
+        yield* Effect.forEach(movements, (m) => positive(m.amount), { discard: true })
+        const totals = new Map<number, number>()
+        for (const m of movements) totals.set(m.userId, (totals.get(m.userId) ?? 0) + m.amount)
+        const debits = [...totals].sort(([a], [b]) => a - b)
+        const after = new Map<number, number>()
+        for (const v of valuesLists(["int8", "int8"], debits)) {
+          const rows = yield* db.query<{ user_id: number; balance_tzs: number }>(
+            `UPDATE wallets w SET balance_tzs = w.balance_tzs - v.amount, updated_at = now()
+               FROM (${v.sql}) AS v (user_id, amount)
+              WHERE w.user_id = v.user_id AND w.balance_tzs >= v.amount
+             RETURNING w.user_id, w.balance_tzs`,
+            v.params,
+          )
+          for (const r of rows) after.set(r.user_id, r.balance_tzs)
+        }
+        const short = debits.find(([userId]) => !after.has(userId))
+        if (short) {
+          const current = yield* balance(short[0])
+          return yield* new InsufficientBalance({
+            message: `this costs ${short[1]} TZS and the wallet holds ${current} TZS`,
+            required_tzs: short[1],
+            balance_tzs: current,
+          })
+        }
+        // Each entry's balance_after: the account's balance once this and every earlier movement is taken.
+        const running = new Map([...after].map(([userId, final]) => [userId, final + totals.get(userId)!]))
+        const entries = movements.map((m) => {
+          const left = running.get(m.userId)! - m.amount
+          running.set(m.userId, left)
+          const reference = m.reference.id == null ? null : String(m.reference.id)
+          return [m.userId, "debit", -m.amount, left, m.reference.type, reference, m.description ?? ""]
+        })
+        for (const v of valuesLists(["int8", "text", "int8", "int8", "text", "text", "text"], entries)) {
+          yield* db.query(
+            `INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description) ${v.sql}`,
+            v.params,
+          )
+        }
+      })
+
       return Billing.of({
         balance,
         charge,
+        lockBalances,
+        chargeMany,
         refund: Effect.fn("Billing.refund")((m: Movement) => add("refund", m)),
         credit: Effect.fn("Billing.credit")((m: Movement & { kind: "credit" | "adjustment" }) => add(m.kind, m)),
         entries,

@@ -1,10 +1,12 @@
 /**
- * What happens after a message is stored. Ingest calls `stored` inside the transaction that
- * stores the message, so every follow-up (webhook deliveries, SMS, agent replies) is queued
- * atomically with it (outbox): either the message and all its follow-up rows exist, or none.
+ * What happens after messages are stored. Ingest commits many messages in one transaction and
+ * calls every subscriber's `stored` once per commit, inside it, so the follow-up work (webhook
+ * deliveries, SMS, agent replies) is queued atomically with the messages (outbox): either the
+ * messages and all their follow-up rows exist, or none. A subscriber writes rows only for the
+ * subscriptions that exist (one INSERT … SELECT … JOIN per commit, however many messages).
  * After the commit ingest calls `committed` so workers look at their queues at once.
  *
- * Subscribers (webhooks, SMS, agent) are combined into one live layer in src/layers.ts.
+ * Subscribers (webhooks, SMS, agent, and whatever comes next) are listed in src/layers.ts.
  */
 import { Context, Effect, Layer } from "effect"
 import type { DbError } from "../ports/Database.ts"
@@ -21,20 +23,22 @@ export interface StoredMessage {
   readonly receivedAt: Date
 }
 
-export interface MessageEventsShape {
-  /** Queues follow-up work for a message; runs inside the storing transaction. */
-  readonly stored: (message: StoredMessage) => Effect.Effect<void, DbError>
+export interface MessageSubscriber {
+  /** Queues follow-up work for the messages of one commit; runs inside the storing transaction. */
+  readonly stored: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<void, DbError>
   /** Called after the storing transaction committed: wake the workers. */
-  readonly committed: (message: StoredMessage) => Effect.Effect<void>
+  readonly committed: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<void>
 }
+
+export type MessageEventsShape = MessageSubscriber
 
 export class MessageEvents extends Context.Service<MessageEvents, MessageEventsShape>()("app/MessageEvents") {
   /** No subscribers (a capability that is not wired yet, or tests of ingest alone). */
   static readonly none = Layer.succeed(MessageEvents, MessageEvents.of({ stored: () => Effect.void, committed: () => Effect.void }))
 
-  /** Runs several subscribers in order. */
-  static readonly combine = (subscribers: ReadonlyArray<MessageEventsShape>): MessageEventsShape => ({
-    stored: (m) => Effect.forEach(subscribers, (s) => s.stored(m), { discard: true }),
-    committed: (m) => Effect.forEach(subscribers, (s) => s.committed(m), { discard: true }),
+  /** Runs several subscribers in order; an empty commit calls none of them. */
+  static readonly combine = (subscribers: ReadonlyArray<MessageSubscriber>): MessageEventsShape => ({
+    stored: (ms) => (ms.length === 0 ? Effect.void : Effect.forEach(subscribers, (s) => s.stored(ms), { discard: true })),
+    committed: (ms) => (ms.length === 0 ? Effect.void : Effect.forEach(subscribers, (s) => s.committed(ms), { discard: true })),
   })
 }

@@ -13,6 +13,7 @@ import { Database, type DbError } from "../ports/Database.ts"
 import { SmsGateway } from "../ports/SmsGateway.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { openText } from "../shared/secretbox.ts"
+import { inList, valuesLists } from "../shared/values.ts"
 import { backoff } from "../webhooks/delivery.ts"
 import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
 import { smsSummary } from "./summary.ts"
@@ -36,6 +37,8 @@ const describe = (e: ProviderError | NotConfigured): string =>
 export interface SmsDeliveriesShape {
   /** Queues one SMS per active rule of the message's address; joins the storing transaction. */
   readonly enqueue: (message: StoredMessage) => Effect.Effect<ReadonlyArray<SmsDeliveryRow>, DbError>
+  /** `enqueue` for the messages of one ingest commit; returns how many sends it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<number, DbError>
   /** Makes the next attempt of a claimed delivery; returns when the following one is due, if any. */
   readonly attempt: (job: SmsDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
   readonly wake: Effect.Effect<void>
@@ -60,6 +63,32 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
            RETURNING *`,
           [message.id, message.addressId, smsSummary(message), at],
         )
+      })
+
+      const enqueueMany = Effect.fn("SmsDeliveries.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
+        if (messages.length === 0) return 0
+        // Which addresses have a rule at all, first: the summary is only worth making for those.
+        const addressIds = [...new Set(messages.map((m) => m.addressId))]
+        const ruled = new Set((yield* db.query<{ address_id: number }>(
+          `SELECT DISTINCT address_id FROM sms_rules WHERE is_active AND address_id IN (${inList(addressIds.length, "int8")})`,
+          addressIds,
+        )).map((r) => r.address_id))
+        const wanted = messages.filter((m) => ruled.has(m.addressId))
+        const at = yield* now
+        let queued = 0
+        for (const v of valuesLists(["int8", "int8", "text"], wanted.map((m) => [m.id, m.addressId, smsSummary(m)]), [at])) {
+          const rows = yield* db.query(
+            `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
+             SELECT r.id, m.id, m.body, 'pending', 0, $1, $1
+               FROM (${v.sql}) AS m (id, address_id, body) JOIN sms_rules r ON r.address_id = m.address_id AND r.is_active
+              ORDER BY m.id, r.id
+             ON CONFLICT (rule_id, message_id) DO NOTHING
+             RETURNING id`,
+            v.params,
+          )
+          queued += rows.length
+        }
+        return queued
       })
 
       const record = (job: SmsDeliveryRow, n: number, fields: {
@@ -112,7 +141,7 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
         return Option.some(nextAt)
       })
 
-      return SmsDeliveries.of({ enqueue, attempt, wake: signals.notify(SMS_QUEUE) })
+      return SmsDeliveries.of({ enqueue, enqueueMany, attempt, wake: signals.notify(SMS_QUEUE) })
     }),
   )
 }

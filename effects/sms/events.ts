@@ -4,13 +4,13 @@
  * message's webhooks does not pass through here, so it never sends an SMS again.
  */
 import { Effect } from "effect"
-import type { MessageEventsShape } from "../ingest/events.ts"
+import type { MessageSubscriber } from "../ingest/events.ts"
 import { SmsDeliveries } from "./delivery.ts"
 
 export const smsSubscriber = Effect.gen(function*() {
   const deliveries = yield* SmsDeliveries
-  const subscriber: MessageEventsShape = {
-    stored: (message) => Effect.asVoid(deliveries.enqueue(message)),
+  const subscriber: MessageSubscriber = {
+    stored: (messages) => Effect.asVoid(deliveries.enqueueMany(messages)),
     committed: () => deliveries.wake,
   }
   return subscriber

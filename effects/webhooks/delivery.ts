@@ -12,6 +12,7 @@ import { AppConfig } from "../config.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { randomHex } from "../shared/crypto.ts"
+import { valuesLists } from "../shared/values.ts"
 import { openText, type SecretboxError } from "../shared/secretbox.ts"
 import type { WebhookDeliveryRow, WebhookRow } from "./schema.ts"
 import { signedHeaders } from "./signing.ts"
@@ -60,6 +61,8 @@ export interface WebhookDeliveriesShape {
    * caller's transaction (the one storing the message, or a re-trigger).
    */
   readonly enqueue: (message: { readonly id: number; readonly addressId: number }) => Effect.Effect<ReadonlyArray<WebhookDeliveryRow>, DbError>
+  /** `enqueue` for the messages of one ingest commit, in one statement; returns how many deliveries it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<{ readonly id: number; readonly addressId: number }>) => Effect.Effect<number, DbError>
   /**
    * Makes the next attempt of a delivery claimed with lease `job.locked_until` and records it.
    * Returns when the following attempt is due, if one was scheduled.
@@ -91,6 +94,23 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
            RETURNING *`,
           [message.id, message.addressId, MESSAGE_RECEIVED, at],
         )
+      })
+
+      const enqueueMany = Effect.fn("WebhookDeliveries.enqueueMany")(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
+        const at = yield* now
+        let queued = 0
+        for (const v of valuesLists(["int8", "int8"], messages.map((m) => [m.id, m.addressId]), [MESSAGE_RECEIVED, at])) {
+          const rows = yield* db.query(
+            `INSERT INTO webhook_deliveries (webhook_id, message_id, event, status, attempt, next_attempt_at, created_at)
+             SELECT w.id, m.id, $1, 'pending', 0, $2, $2
+               FROM (${v.sql}) AS m (id, address_id) JOIN webhooks w ON w.address_id = m.address_id AND w.is_active
+              ORDER BY m.id, w.id
+             RETURNING id`,
+            v.params,
+          )
+          queued += rows.length
+        }
+        return queued
       })
 
       const send = Effect.fn("WebhookDeliveries.send")(function*(webhook: WebhookRow, id: string, body: string) {
@@ -169,6 +189,7 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
 
       return WebhookDeliveries.of({
         enqueue,
+        enqueueMany,
         attempt,
         send,
         wake: signals.notify(WEBHOOK_QUEUE),

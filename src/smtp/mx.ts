@@ -3,21 +3,39 @@
  * SMTP_PORT. smtp-server speaks the protocol (pipelining, SIZE, the recipient cap, the
  * early-talker guard, command limits); `session.ts` decides what to answer. A message is answered
  * 250 only after its storing transaction committed; a client that goes away before the final dot
- * leaves nothing stored and nothing charged.
+ * leaves nothing stored and nothing charged. At most SMTP_MAX_SESSIONS_PER_IP sessions per client
+ * address; message bytes live within the process's SMTP_MEMORY_BYTES (./data.ts).
  *
- * No AUTH and no STARTTLS here: an MX takes mail from anyone for our domains, and without an
- * operator-supplied certificate STARTTLS would only offer smtp-server's built-in test key.
+ * No AUTH and no STARTTLS here yet: an MX takes mail from anyone for our domains. The server's
+ * options are built in `mxServerOptions` only, the place TLS settings will join.
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
-import { SMTPServer, type SMTPServerSession } from "smtp-server"
+import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
-import { readMessage, stepRunner } from "./common.ts"
-import { type MxSessionState, newSessionState, onMessage, onRecipient } from "./session.ts"
+import { smtpError, stepRunner } from "./common.ts"
+import { prepareSpool, readMessage } from "./data.ts"
+import { sessionsPerIp, SmtpMemory } from "./limits.ts"
+import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
 
 /** Recipients per message; more get 452 and are retried by the sender in another transaction. */
 export const MAX_RECIPIENTS = 100
+
+/** The MX's smtp-server options, apart from its handlers. */
+export const mxServerOptions = (settings: Settings): SMTPServerOptions => ({
+  name: settings.mxHost,
+  banner: "inbound mail",
+  size: settings.maxMessageBytes,
+  rejectOversized: true,
+  maxRecipients: MAX_RECIPIENTS,
+  disableReverseLookup: true,
+  disabledCommands: ["AUTH", "STARTTLS"],
+  logger: false,
+  socketTimeout: 60_000,
+  closeTimeout: 10_000,
+  maxClients: 1_000,
+})
 
 export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) =>
   new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
@@ -27,41 +45,46 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
       if (!state) states.set(session.id, (state = newSessionState()))
       return state
     }
-
-    /** Runs a session step and hands its outcome to smtp-server's callback. */
     const run = stepRunner(runtime, "mx")
+    const sessions = sessionsPerIp(settings.smtpMaxSessionsPerIp)
+    const data = { maxBytes: settings.maxMessageBytes, spoolDir: prepareSpool(settings.dataDir), memory: runtime.runSync(SmtpMemory.useSync((m) => m)) }
 
     const server = new SMTPServer({
-      name: settings.mxHost,
-      banner: "inbound mail",
-      size: settings.maxMessageBytes,
-      rejectOversized: true,
-      maxRecipients: MAX_RECIPIENTS,
-      disableReverseLookup: true,
-      disabledCommands: ["AUTH", "STARTTLS"],
-      logger: false,
-      socketTimeout: 60_000,
-      closeTimeout: 10_000,
-      maxClients: 1_000,
+      ...mxServerOptions(settings),
+
+      onConnect(session, callback) {
+        const refused = sessions.enter(session)
+        callback(refused ? smtpError(refused) : null)
+      },
+
+      onMailFrom(_address, session, callback) {
+        run(onMailFrom(stateOf(session)), (err) => callback(err))
+      },
 
       onRcptTo(address, session, callback) {
-        run(onRecipient(stateOf(session), address.address, session.envelope.rcptTo.map((r) => r.address)), (err) => callback(err))
+        run(onRecipient(stateOf(session), address.address), (err) => callback(err))
       },
 
       onData(stream, session, callback) {
-        readMessage(stream, settings.maxMessageBytes, callback, (raw) => {
+        readMessage(stream, data, callback, (message, finish) => {
           const delivery = {
-            raw,
+            raw: message,
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             recipients: session.envelope.rcptTo.map((r) => r.address),
             client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "" },
           }
-          run(onMessage(delivery), (err, text) => (err ? callback(err) : callback(null, text)))
+          run(onMessage(stateOf(session), delivery), (err, text) => {
+            finish()
+            err ? callback(err) : callback(null, text)
+          })
         })
       },
 
       onClose(session) {
+        sessions.leave(session)
+        const state = states.get(session.id)
         states.delete(session.id)
+        if (state) runtime.runFork(endTransaction(state))
       },
     })
 

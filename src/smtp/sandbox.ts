@@ -10,21 +10,45 @@
  * answered 250 only after it is stored; a client that goes away before the final dot leaves
  * nothing behind and uses none of the month's allowance. Capture never touches the wallet.
  *
+ * Limits as on the MX: SMTP_MAX_SESSIONS_PER_IP sessions per client address, message bytes
+ * within the process's SMTP_MEMORY_BYTES (large messages spool to DATA_DIR, ./data.ts).
+ *
  * No STARTTLS: there are no certificate settings yet, and smtp-server's built-in key would only
  * pretend. AUTH is therefore offered in the clear (allowInsecureAuth); the credentials only ever
- * capture, but run this on trusted networks or behind a TLS-terminating proxy.
+ * capture, but run this on trusted networks or behind a TLS-terminating proxy. The server's
+ * options are built in `sandboxServerOptions` only, the place TLS settings will join.
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
-import { SMTPServer, type SMTPServerSession } from "smtp-server"
+import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import type { Listener } from "../listeners.ts"
-import { readMessage, stepRunner } from "./common.ts"
+import { smtpError, stepRunner } from "./common.ts"
+import { prepareSpool, readMessage } from "./data.ts"
+import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
 
 /** Recipients per message, as on the MX; more get 452. */
 export const MAX_RECIPIENTS = 100
+
+/** The sandbox's smtp-server options, apart from its handlers. */
+export const sandboxServerOptions = (settings: Settings): SMTPServerOptions => ({
+  name: settings.sandboxSmtpHost,
+  banner: "sandbox: mail is captured, never delivered",
+  size: settings.maxMessageBytes,
+  rejectOversized: true,
+  maxRecipients: MAX_RECIPIENTS,
+  disableReverseLookup: true,
+  disabledCommands: ["STARTTLS"],
+  authMethods: ["PLAIN", "LOGIN"],
+  allowInsecureAuth: true,
+  authRequiredMessage: "5.7.0 Authentication required",
+  logger: false,
+  socketTimeout: 60_000,
+  closeTimeout: 10_000,
+  maxClients: 1_000,
+})
 
 export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) =>
   new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
@@ -35,22 +59,16 @@ export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any
       return state
     }
     const run = stepRunner(runtime, "sandbox")
+    const sessions = sessionsPerIp(settings.smtpMaxSessionsPerIp)
+    const data = { maxBytes: settings.maxMessageBytes, spoolDir: prepareSpool(settings.dataDir), memory: runtime.runSync(SmtpMemory.useSync((m) => m)) }
 
     const server = new SMTPServer({
-      name: settings.sandboxSmtpHost,
-      banner: "sandbox: mail is captured, never delivered",
-      size: settings.maxMessageBytes,
-      rejectOversized: true,
-      maxRecipients: MAX_RECIPIENTS,
-      disableReverseLookup: true,
-      disabledCommands: ["STARTTLS"],
-      authMethods: ["PLAIN", "LOGIN"],
-      allowInsecureAuth: true,
-      authRequiredMessage: "5.7.0 Authentication required",
-      logger: false,
-      socketTimeout: 60_000,
-      closeTimeout: 10_000,
-      maxClients: 1_000,
+      ...sandboxServerOptions(settings),
+
+      onConnect(session, callback) {
+        const refused = sessions.enter(session)
+        callback(refused ? smtpError(refused) : null)
+      },
 
       onAuth(auth, session, callback) {
         run(onAuth(stateOf(session), auth.username ?? "", auth.password ?? ""), (err, login) =>
@@ -66,17 +84,21 @@ export const startSandboxSmtp = (runtime: ManagedRuntime.ManagedRuntime<any, any
       },
 
       onData(stream, session, callback) {
-        readMessage(stream, settings.maxMessageBytes, callback, (raw) => {
+        readMessage(stream, data, callback, (raw, finish) => {
           const submission = {
             raw,
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             recipients: session.envelope.rcptTo.map((r) => r.address),
           }
-          run(onMessage(stateOf(session), submission), (err, text) => (err ? callback(err) : callback(null, text)))
+          run(onMessage(stateOf(session), submission), (err, text) => {
+            finish()
+            err ? callback(err) : callback(null, text)
+          })
         })
       },
 
       onClose(session) {
+        sessions.leave(session)
         states.delete(session.id)
       },
     })

@@ -48,6 +48,8 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   maxBodyBytes: 30 * 1024 * 1024,
   maxMessageBytes: 25 * 1024 * 1024,
   logLevel: "error",
+  smtpMaxSessionsPerIp: 20,
+  smtpMemoryBytes: 256 * 1024 * 1024,
   ...overrides,
 })
 

@@ -65,11 +65,11 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
         headers: {},
         receivedAt: at,
       }
-      yield* events.stored(stored)
+      yield* events.stored([stored])
       if (options.failAfterStored) return yield* Effect.fail("rolled back on purpose" as const)
       return stored
     }))
-    yield* events.committed(message)
+    yield* events.committed([message])
     return message
   })
 
