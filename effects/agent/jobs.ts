@@ -7,7 +7,6 @@ import { Clock, Context, Effect, Layer } from "effect"
 import type { StoredMessage } from "../ingest/events.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
-import { valuesLists } from "../shared/values.ts"
 
 /** WorkSignals queue (and worker) name. */
 export const AGENT_QUEUE = "agent"
@@ -41,21 +40,19 @@ export class AgentJobs extends Context.Service<AgentJobs, AgentJobsShape>()("app
       })
 
       const enqueueMany = Effect.fn("AgentJobs.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
+        if (messages.length === 0) return 0
         const at = new Date(Number(yield* Clock.currentTimeMillis))
-        let queued = 0
-        for (const v of valuesLists(["int8", "int8"], messages.map((m) => [m.id, m.addressId]), [at])) {
-          const rows = yield* db.query(
-            `INSERT INTO agent_jobs (user_id, address_id, message_id, status, attempt, next_attempt_at, created_at)
-             SELECT c.user_id, c.address_id, m.id, 'pending', 0, $1, $1
-               FROM (${v.sql}) AS m (id, address_id) JOIN agent_configs c ON c.address_id = m.address_id AND c.enabled AND c.mode <> 'off'
-              ORDER BY m.id
-             ON CONFLICT (message_id) DO NOTHING
-             RETURNING id`,
-            v.params,
-          )
-          queued += rows.length
-        }
-        return queued
+        const rows = yield* db.query(
+          `INSERT INTO agent_jobs (user_id, address_id, message_id, status, attempt, next_attempt_at, created_at)
+           SELECT c.user_id, c.address_id, m.id, 'pending', 0, $1, $1
+             FROM json_to_recordset($2::json) AS m (id int8, address_id int8)
+             JOIN agent_configs c ON c.address_id = m.address_id AND c.enabled AND c.mode <> 'off'
+            ORDER BY m.id
+           ON CONFLICT (message_id) DO NOTHING
+           RETURNING id`,
+          [at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+        )
+        return rows.length
       })
 
       return AgentJobs.of({ enqueue, enqueueMany, wake: signals.notify(AGENT_QUEUE) })

@@ -8,7 +8,7 @@
 import { Context, Effect, Layer } from "effect"
 import { InsufficientBalance, ValidationError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
-import { inList, valuesLists } from "../shared/values.ts"
+import { inList } from "../shared/values.ts"
 
 /** Flat price per inbound message and per outbound recipient (SPEC.md "Pricing"). */
 export const PRICE_PER_MESSAGE_TZS = 5
@@ -55,10 +55,10 @@ export interface BillingShape {
    */
   readonly lockBalances: (userIds: ReadonlyArray<number>) => Effect.Effect<ReadonlyMap<number, number>, DbError>
   /**
-   * Many debits inside the caller's transaction, after `lockBalances` of their accounts: one
-   * conditional update per account (its total) and one ledger entry per movement, each with the
-   * balance after it. An account that cannot cover its total fails INSUFFICIENT_BALANCE; the
-   * caller's transaction must then roll back.
+   * Many debits inside the caller's transaction, after `lockBalances` of their accounts, in one
+   * statement: a conditional update per account (its total) and one ledger entry per movement,
+   * each with the balance after it. An account that cannot cover its total fails
+   * INSUFFICIENT_BALANCE; the caller's transaction must then roll back.
    */
   readonly chargeMany: (movements: ReadonlyArray<Movement>) => Effect.Effect<void, InsufficientBalance | ValidationError | DbError>
   /** Ledger entries, newest first. */
@@ -152,19 +152,38 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
         yield* Effect.forEach(movements, (m) => positive(m.amount), { discard: true })
         const totals = new Map<number, number>()
         for (const m of movements) totals.set(m.userId, (totals.get(m.userId) ?? 0) + m.amount)
-        const debits = [...totals].sort(([a], [b]) => a - b)
-        const after = new Map<number, number>()
-        for (const v of valuesLists(["int8", "int8"], debits)) {
-          const rows = yield* db.query<{ user_id: number; balance_tzs: number }>(
-            `UPDATE wallets w SET balance_tzs = w.balance_tzs - v.amount, updated_at = now()
-               FROM (${v.sql}) AS v (user_id, amount)
-              WHERE w.user_id = v.user_id AND w.balance_tzs >= v.amount
-             RETURNING w.user_id, w.balance_tzs`,
-            v.params,
-          )
-          for (const r of rows) after.set(r.user_id, r.balance_tzs)
+        // Each entry's balance_after is the account's final balance plus what its later entries take.
+        const later = new Map<number, number>()
+        const entries = movements.map((m, ord) => ({
+          ord,
+          user_id: m.userId,
+          amount: m.amount,
+          reference_type: m.reference.type,
+          reference_id: m.reference.id == null ? null : String(m.reference.id),
+          description: m.description ?? "",
+        }))
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const e = entries[i]!
+          Object.assign(e, { later: later.get(e.user_id) ?? 0 })
+          later.set(e.user_id, (later.get(e.user_id) ?? 0) + e.amount)
         }
-        const short = debits.find(([userId]) => !after.has(userId))
+        const written = yield* db.query<{ user_id: number }>(
+          `WITH debit AS (
+             UPDATE wallets w SET balance_tzs = w.balance_tzs - t.amount, updated_at = now()
+               FROM json_to_recordset($1::json) AS t (user_id int8, amount int8)
+              WHERE w.user_id = t.user_id AND w.balance_tzs >= t.amount
+             RETURNING w.user_id, w.balance_tzs)
+           INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description)
+           SELECT e.user_id, 'debit', -e.amount, d.balance_tzs + e.later, e.reference_type, e.reference_id, e.description
+             FROM json_to_recordset($2::json)
+               AS e (ord int4, user_id int8, amount int8, later int8, reference_type text, reference_id text, description text)
+             JOIN debit d ON d.user_id = e.user_id
+            ORDER BY e.ord
+           RETURNING user_id`,
+          [JSON.stringify([...totals].map(([user_id, amount]) => ({ user_id, amount }))), JSON.stringify(entries)],
+        )
+        const debited = new Set(written.map((r) => r.user_id))
+        const short = [...totals].find(([userId]) => !debited.has(userId))
         if (short) {
           const current = yield* balance(short[0])
           return yield* new InsufficientBalance({
@@ -172,20 +191,6 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
             required_tzs: short[1],
             balance_tzs: current,
           })
-        }
-        // Each entry's balance_after: the account's balance once this and every earlier movement is taken.
-        const running = new Map([...after].map(([userId, final]) => [userId, final + totals.get(userId)!]))
-        const entries = movements.map((m) => {
-          const left = running.get(m.userId)! - m.amount
-          running.set(m.userId, left)
-          const reference = m.reference.id == null ? null : String(m.reference.id)
-          return [m.userId, "debit", -m.amount, left, m.reference.type, reference, m.description ?? ""]
-        })
-        for (const v of valuesLists(["int8", "text", "int8", "int8", "text", "text", "text"], entries)) {
-          yield* db.query(
-            `INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description) ${v.sql}`,
-            v.params,
-          )
         }
       })
 

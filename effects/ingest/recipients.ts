@@ -13,7 +13,6 @@ import { parseRecipient } from "../addresses/service.ts"
 import { AppConfig } from "../config.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
-import { valuesLists } from "../shared/values.ts"
 
 /** A recipient that reaches an inbound address (charged per copy). */
 export interface Mailbox {
@@ -62,19 +61,16 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
 
       const resolver = RequestResolver.make<Lookup>((entries) =>
         Effect.gen(function*() {
-          const rows: Array<Row> = []
-          const asked = entries.map((e, ord) => [ord, e.request.localPart, e.request.domain])
-          for (const v of valuesLists(["int4", "text", "text"], asked, [platformDomain])) {
-            rows.push(...yield* db.query<Row>(
-              `SELECT r.ord, a.id, a.user_id, a.retention_days, d.status, COALESCE(w.balance_tzs, 0) AS balance
-                 FROM (${v.sql}) AS r (ord, local_part, domain)
-                 JOIN inbound_addresses a ON a.local_part = r.local_part
-                 LEFT JOIN receiving_domains d ON d.id = a.domain_id
-                 LEFT JOIN wallets w ON w.user_id = a.user_id
-                WHERE (a.domain_id IS NULL AND r.domain = $1) OR (d.domain = r.domain AND d.status <> 'pending')`,
-              v.params,
-            ))
-          }
+          const asked = entries.map((e, ord) => ({ ord, local_part: e.request.localPart, domain: e.request.domain }))
+          const rows = yield* db.query<Row>(
+            `SELECT r.ord, a.id, a.user_id, a.retention_days, d.status, COALESCE(w.balance_tzs, 0) AS balance
+               FROM json_to_recordset($2::json) AS r (ord int4, local_part text, domain text)
+               JOIN inbound_addresses a ON a.local_part = r.local_part
+               LEFT JOIN receiving_domains d ON d.id = a.domain_id
+               LEFT JOIN wallets w ON w.user_id = a.user_id
+              WHERE (a.domain_id IS NULL AND r.domain = $1) OR (d.domain = r.domain AND d.status <> 'pending')`,
+            [platformDomain, JSON.stringify(asked)],
+          )
           const byOrd = new Map(rows.map((r) => [r.ord, r]))
           entries.forEach((entry, ord) => {
             const { recipient, localPart, domain } = entry.request

@@ -5,27 +5,26 @@
  */
 import type { AttachmentMeta } from "../messages/schema.ts"
 import type { ParsedMessage } from "./parse.ts"
-import { Shared } from "../shared/values.ts"
-import { pgSafe, safeJson } from "./text.ts"
+import { jsonSafe, pgSafe } from "./text.ts"
 
-/** The columns both message tables have, ready as parameters. */
+/** The columns both message tables have, every value safe for its column. */
 export interface MessageColumns {
   readonly envelope_from: string
   readonly from_addr: string
   readonly subject: string
   readonly text_body: string
   readonly html_body: string
-  /** JSON text of the header map. */
-  readonly headers: string
-  /** JSON text of the attachment metadata. */
-  readonly attachments: string
+  /** The header map (for a `jsonb` column). */
+  readonly headers: unknown
+  /** The attachment metadata (for a `jsonb` column). */
+  readonly attachments: unknown
   readonly message_id: string | null
 }
 
-/** An attachment as both attachment tables store it; `content` is base64, sent once per statement. */
+/** An attachment as both attachment tables store it; `content` is base64 (decoded by the server). */
 export interface AttachmentRow extends AttachmentMeta {
   readonly position: number
-  readonly content: Shared<string>
+  readonly content: string
 }
 
 export const attachmentMeta = (parsed: ParsedMessage): Array<AttachmentMeta> =>
@@ -40,8 +39,8 @@ export const messageColumns = (parsed: ParsedMessage, mailFrom: string): Message
     subject: parsed.subject,
     text_body: parsed.text,
     html_body: parsed.html,
-    headers: safeJson(parsed.headers),
-    attachments: safeJson(attachmentMeta(parsed)),
+    headers: jsonSafe(parsed.headers),
+    attachments: jsonSafe(attachmentMeta(parsed)),
     message_id: parsed.messageId,
   }
 }
@@ -53,5 +52,5 @@ export const attachmentRows = (parsed: ParsedMessage): Array<AttachmentRow> =>
     content_type: a.contentType,
     content_id: a.contentId,
     size: a.content.byteLength,
-    content: new Shared(Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength).toString("base64")),
+    content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength).toString("base64"),
   }))

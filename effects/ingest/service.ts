@@ -22,14 +22,13 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { Shared } from "../shared/values.ts"
 import { type AdmittedRoute, type Envelope, Reservations } from "./admission.ts"
 import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { type MalformedMessage, parseMessage } from "./parse.ts"
 import { Recipients } from "./recipients.ts"
 import { attachmentRows, messageColumns } from "./rows.ts"
-import { pgSafe, safeJson } from "./text.ts"
+import { jsonSafe, pgSafe } from "./text.ts"
 import { receivedHeader } from "./trace.ts"
 import { IngestWriter } from "./writer.ts"
 
@@ -126,10 +125,10 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const stored = yield* writer.submit({
           routes: routes.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
           columns: messageColumns(parsed, d.mailFrom),
-          authResults: safeJson(auth.results),
+          authResults: jsonSafe(auth.results),
           attachments: attachmentRows(parsed),
-          trace: new Shared(trace.toString("base64")),
-          body: new Shared(body.toString("base64")),
+          trace: trace.toString("base64"),
+          body: body.toString("base64"),
           size: trace.length + message.size,
           at,
           summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },

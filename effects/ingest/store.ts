@@ -1,7 +1,8 @@
 /**
  * The batch commit: many received messages stored and charged in one transaction, in a fixed
- * number of statements whatever the batch holds (multi-row inserts, one counter update per
- * address, one conditional debit per account, ledger rows in bulk, subscribers once).
+ * number of statements whatever the batch holds: the locks, one call storing every row
+ * (`ingest_store`: multi-row inserts and one counter update per address), one conditional debit
+ * per account with the ledger rows in bulk, and each subscriber once.
  *
  * Locks are taken in one global order, address rows by id, then wallets by user id, before
  * anything is written; two batches (two instances on one PostgreSQL) touching the same account
@@ -14,7 +15,7 @@ import { UnknownRecipient } from "../addresses/errors.ts"
 import { type BillingShape, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { InsufficientBalance } from "../errors.ts"
 import type { DatabaseShape } from "../ports/Database.ts"
-import { inList, Shared, valuesLists } from "../shared/values.ts"
+import { inList } from "../shared/values.ts"
 import type { AdmittedRoute } from "./admission.ts"
 import type { MessageEventsShape, StoredMessage } from "./events.ts"
 import type { AttachmentRow, MessageColumns } from "./rows.ts"
@@ -26,12 +27,12 @@ export interface Prepared {
   /** One per address, in RCPT order. */
   readonly routes: ReadonlyArray<AdmittedRoute>
   readonly columns: MessageColumns
-  /** JSON text of the verdicts. */
-  readonly authResults: string
+  /** The verdicts (for a `jsonb` column). */
+  readonly authResults: unknown
   readonly attachments: ReadonlyArray<AttachmentRow>
   /** Base64 of the trace header and of the message as received; stored as their concatenation. */
-  readonly trace: Shared<string>
-  readonly body: Shared<string>
+  readonly trace: string
+  readonly body: string
   /** Bytes of trace + body. */
   readonly size: number
   readonly at: Date
@@ -49,7 +50,10 @@ interface LiveAddress {
   readonly retention_days: number
 }
 
-/** Commits `batch` in one transaction (the caller's `db.transaction`); returns one outcome per message, in order. */
+/**
+ * Commits `batch` in the caller's transaction; returns one outcome per message, in order, and
+ * what the subscribers want done once the transaction committed.
+ */
 export const commitBatch = (
   db: DatabaseShape,
   billing: BillingShape,
@@ -94,102 +98,78 @@ export const commitBatch = (
       for (const [userId, tzs] of cost) left.set(userId, left.get(userId)! - tzs)
       admitted.push(i)
     })
-    if (admitted.length === 0) return outcomes as Array<Outcome>
+    if (admitted.length === 0) return { outcomes: outcomes as Array<Outcome>, afterCommit: Effect.void }
 
-    // 3. Ids for every row up front, so all rows are built before one INSERT per table.
-    const accountsOf = (i: number) => [...new Set(copiesOf[i]!.map((c) => c.address.user_id))]
-    const mimeCount = admitted.reduce((n, i) => n + accountsOf(i).length, 0)
-    const messageCount = admitted.reduce((n, i) => n + copiesOf[i]!.length, 0)
-    const ids = yield* db.query<{ kind: string; id: number }>(
-      `SELECT 'mime' AS kind, nextval('inbound_mime_id_seq') AS id FROM generate_series(1, $1::int4)
-       UNION ALL SELECT 'message', nextval('inbound_messages_id_seq') FROM generate_series(1, $2::int4)`,
-      [mimeCount, messageCount],
-    )
-    const mimeIds = ids.filter((r) => r.kind === "mime").map((r) => r.id).sort((a, b) => a - b)
-    const messageIds = ids.filter((r) => r.kind === "message").map((r) => r.id).sort((a, b) => a - b)
-
-    const mimeRows: Array<Array<unknown>> = []
-    const attachmentRows: Array<Array<unknown>> = []
-    const messageRows: Array<Array<unknown>> = []
+    // 3. The rows of the admitted messages, stored in one call (ingest_store, migration 012), which
+    //    answers the ids it gave in row order.
+    const mime: Array<object> = []
+    const attachments: Array<object> = []
+    const messages: Array<object> = []
     const counters = new Map<number, number>()
-    const stored: Array<StoredMessage> = []
+    const copies: Array<{ readonly i: number; readonly userId: number; readonly addressId: number; readonly rcpt: string }> = []
     for (const i of admitted) {
       const p = batch[i]!
       const c = p.columns
-      // Sent once per statement however many copies store them.
-      const [text, html, headers] = [new Shared(c.text_body), new Shared(c.html_body), new Shared(c.headers)]
-      const mine: Array<StoredMessage> = []
       // One MIME row per account (its attachments with it), shared by that account's copies.
-      for (const userId of accountsOf(i)) {
-        const copies = copiesOf[i]!.filter((c) => c.address.user_id === userId)
-        const mimeId = mimeIds.shift()!
-        mimeRows.push([mimeId, userId, p.trace, p.body, p.size, copies.length, p.at])
-        for (const a of p.attachments) {
-          attachmentRows.push([mimeId, a.position, a.filename, a.content_type, a.content_id, a.size, a.content])
-        }
-        for (const { route, address } of copies) {
-          const id = messageIds.shift()!
-          messageRows.push([
-            id, address.id, userId, mimeId, c.from_addr, route.rcpt, c.envelope_from, c.subject, text, html,
-            headers, c.attachments, p.authResults, c.message_id, p.size, p.at, new Date(p.at.getTime() + address.retention_days * DAY_MS),
-          ])
-          counters.set(address.id, (counters.get(address.id) ?? 0) + 1)
-          mine.push({
-            id,
-            userId,
-            addressId: address.id,
-            fromAddr: c.from_addr,
-            toAddr: route.rcpt,
-            subject: p.summary.subject,
-            textBody: p.summary.textBody,
-            headers: p.summary.headers,
-            receivedAt: p.at,
+      for (const userId of new Set(copiesOf[i]!.map((x) => x.address.user_id))) {
+        const mine = copiesOf[i]!.filter((x) => x.address.user_id === userId)
+        const mimeOrd = mime.length + 1
+        mime.push({ ord: mimeOrd, user_id: userId, trace: p.trace, body: p.body, size: p.size, refs: mine.length, at: p.at })
+        for (const a of p.attachments) attachments.push({ mime_ord: mimeOrd, ...a })
+        for (const { route, address } of mine) {
+          messages.push({
+            ord: messages.length + 1,
+            mime_ord: mimeOrd,
+            address_id: address.id,
+            user_id: userId,
+            from_addr: c.from_addr,
+            to_addr: route.rcpt,
+            envelope_from: c.envelope_from,
+            subject: c.subject,
+            text_body: c.text_body,
+            html_body: c.html_body,
+            headers: c.headers,
+            attachments: c.attachments,
+            auth_results: p.authResults,
+            message_id: c.message_id,
+            size: p.size,
+            received_at: p.at,
+            expires_at: new Date(p.at.getTime() + address.retention_days * DAY_MS),
           })
+          counters.set(address.id, (counters.get(address.id) ?? 0) + 1)
+          copies.push({ i, userId, addressId: address.id, rcpt: route.rcpt })
         }
       }
-      outcomes[i] = { _tag: "Stored", messages: mine }
-      stored.push(...mine)
     }
+    const [row] = yield* db.query<{ ids: { messages: Array<number> } }>("SELECT ingest_store($1::json) AS ids", [
+      JSON.stringify({ mime, attachments, messages, counters: [...counters].map(([address_id, n]) => ({ address_id, n })) }),
+    ])
+    const ids = (typeof row!.ids === "string" ? JSON.parse(row!.ids) : row!.ids).messages.map(Number)
+    const stored: Array<StoredMessage> = copies.map((x, k) => {
+      const p = batch[x.i]!
+      return {
+        id: ids[k]!,
+        userId: x.userId,
+        addressId: x.addressId,
+        fromAddr: p.columns.from_addr,
+        toAddr: x.rcpt,
+        subject: p.summary.subject,
+        textBody: p.summary.textBody,
+        headers: p.summary.headers,
+        receivedAt: p.at,
+      }
+    })
+    for (const i of admitted) outcomes[i] = { _tag: "Stored", messages: stored.filter((_, k) => copies[k]!.i === i) }
 
-    // 4. The rows, one statement per table.
-    for (const v of valuesLists(["int8", "int8", "base64", "base64", "int4", "int4", "timestamptz"], mimeRows)) {
-      yield* db.query(
-        `INSERT INTO inbound_mime (id, user_id, raw, size_bytes, message_refs, created_at)
-         SELECT id, user_id, trace || body, size, refs, at FROM (${v.sql}) AS v (id, user_id, trace, body, size, refs, at)`,
-        v.params,
-      )
-    }
-    for (const v of valuesLists(["int8", "int4", "text", "text", "text", "int4", "base64"], attachmentRows)) {
-      yield* db.query(`INSERT INTO inbound_attachments (mime_id, position, filename, content_type, content_id, size, content) ${v.sql}`, v.params)
-    }
-    const messageColumns = [
-      "int8", "int8", "int8", "int8", "text", "text", "text", "text", "text", "text",
-      "jsonb", "jsonb", "jsonb", "text", "int4", "timestamptz", "timestamptz",
-    ] as const
-    for (const v of valuesLists(messageColumns, messageRows)) {
-      yield* db.query(
-        `INSERT INTO inbound_messages (id, address_id, user_id, mime_id, from_addr, to_addr, envelope_from, subject, text_body, html_body,
-                                       headers, attachments, auth_results, message_id, size_bytes, received_at, expires_at) ${v.sql}`,
-        v.params,
-      )
-    }
+    // 4. Follow-up work of the subscriptions that exist, in this same transaction.
+    const afterCommit = yield* events.stored(stored)
 
-    // 5. Follow-up work of the subscriptions that exist, in this same transaction.
-    yield* events.stored(stored)
-
-    // 6. One counter update per address (rows already locked), one debit per account, a ledger row per message.
-    for (const v of valuesLists(["int8", "int8"], [...counters].sort(([a], [b]) => a - b))) {
-      yield* db.query(
-        `UPDATE inbound_addresses a SET message_count = a.message_count + v.n, unread_count = a.unread_count + v.n
-           FROM (${v.sql}) AS v (id, n) WHERE a.id = v.id`,
-        v.params,
-      )
-    }
+    // 5. One conditional debit per account, a ledger row per message.
     yield* billing.chargeMany(
       stored.map((m) => ({ userId: m.userId, amount: PRICE_PER_MESSAGE_TZS, reference: { type: "inbound_message", id: m.id } })),
     ).pipe(
       // Checked against the locked balances above: a refusal here is a bug, not a customer's problem.
       Effect.catchTags({ InsufficientBalance: (e) => Effect.die(e), ValidationError: (e) => Effect.die(e) }),
     )
-    return outcomes as Array<Outcome>
+    return { outcomes: outcomes as Array<Outcome>, afterCommit }
   })

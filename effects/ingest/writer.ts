@@ -62,10 +62,9 @@ export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShap
         Effect.gen(function*() {
           const exit = yield* commit(jobs)
           if (Exit.isSuccess(exit)) {
-            yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value[i]!), { discard: true })
-            const stored = exit.value.flatMap((o) => (o._tag === "Stored" ? o.messages : []))
-            yield* events.committed(stored)
-            return
+            yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
+            // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
+            return yield* exit.value.afterCommit
           }
           if (jobs.length > 1) {
             yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)

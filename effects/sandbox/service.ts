@@ -17,7 +17,6 @@ import { Database, type DbError } from "../ports/Database.ts"
 import { toBase64 } from "../shared/crypto.ts"
 import { owned } from "../shared/ownership.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
-import { valuesLists } from "../shared/values.ts"
 import { monthLabel, SandboxLimits } from "./limits.ts"
 import { CAPTURED_COLUMNS, type CapturedMessage, type CapturedMessageRow, type SandboxUsage, toCapturedMessage } from "./schema.ts"
 
@@ -122,17 +121,22 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
               columns.subject,
               columns.text_body,
               columns.html_body,
-              columns.headers,
-              columns.attachments,
+              JSON.stringify(columns.headers),
+              JSON.stringify(columns.attachments),
               columns.message_id,
               message.size,
               raw,
               at,
             ],
           )
-          const parts = attachmentRows(parsed).map((a) => [row!.id, a.position, a.filename, a.content_type, a.content_id, a.size, a.content])
-          for (const v of valuesLists(["int8", "int4", "text", "text", "text", "int4", "base64"], parts)) {
-            yield* db.query(`INSERT INTO sandbox_attachments (message_id, position, filename, content_type, content_id, size, content) ${v.sql}`, v.params)
+          const parts = attachmentRows(parsed)
+          if (parts.length > 0) {
+            yield* db.query(
+              `INSERT INTO sandbox_attachments (message_id, position, filename, content_type, content_id, size, content)
+               SELECT $1, a.position, a.filename, a.content_type, a.content_id, a.size, decode(a.content, 'base64')
+                 FROM json_to_recordset($2::json) AS a (position int4, filename text, content_type text, content_id text, size int4, content text)`,
+              [row!.id, JSON.stringify(parts)],
+            )
           }
           // Last, so the account's usage row stays locked only until the commit that follows.
           yield* takeSlot(userId, at)

@@ -13,7 +13,7 @@ import { Database, type DbError } from "../ports/Database.ts"
 import { SmsGateway } from "../ports/SmsGateway.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { openText } from "../shared/secretbox.ts"
-import { inList, valuesLists } from "../shared/values.ts"
+import { inList } from "../shared/values.ts"
 import { backoff } from "../webhooks/delivery.ts"
 import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
 import { smsSummary } from "./summary.ts"
@@ -74,21 +74,19 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
           addressIds,
         )).map((r) => r.address_id))
         const wanted = messages.filter((m) => ruled.has(m.addressId))
+        if (wanted.length === 0) return 0
         const at = yield* now
-        let queued = 0
-        for (const v of valuesLists(["int8", "int8", "text"], wanted.map((m) => [m.id, m.addressId, smsSummary(m)]), [at])) {
-          const rows = yield* db.query(
-            `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
-             SELECT r.id, m.id, m.body, 'pending', 0, $1, $1
-               FROM (${v.sql}) AS m (id, address_id, body) JOIN sms_rules r ON r.address_id = m.address_id AND r.is_active
-              ORDER BY m.id, r.id
-             ON CONFLICT (rule_id, message_id) DO NOTHING
-             RETURNING id`,
-            v.params,
-          )
-          queued += rows.length
-        }
-        return queued
+        const rows = yield* db.query(
+          `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
+           SELECT r.id, m.id, m.body, 'pending', 0, $1, $1
+             FROM json_to_recordset($2::json) AS m (id int8, address_id int8, body text)
+             JOIN sms_rules r ON r.address_id = m.address_id AND r.is_active
+            ORDER BY m.id, r.id
+           ON CONFLICT (rule_id, message_id) DO NOTHING
+           RETURNING id`,
+          [at, JSON.stringify(wanted.map((m) => ({ id: m.id, address_id: m.addressId, body: smsSummary(m) })))],
+        )
+        return rows.length
       })
 
       const record = (job: SmsDeliveryRow, n: number, fields: {

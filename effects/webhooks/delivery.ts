@@ -12,7 +12,6 @@ import { AppConfig } from "../config.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { valuesLists } from "../shared/values.ts"
 import { openText, type SecretboxError } from "../shared/secretbox.ts"
 import type { WebhookDeliveryRow, WebhookRow } from "./schema.ts"
 import { signedHeaders } from "./signing.ts"
@@ -97,20 +96,17 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
       })
 
       const enqueueMany = Effect.fn("WebhookDeliveries.enqueueMany")(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
+        if (messages.length === 0) return 0
         const at = yield* now
-        let queued = 0
-        for (const v of valuesLists(["int8", "int8"], messages.map((m) => [m.id, m.addressId]), [MESSAGE_RECEIVED, at])) {
-          const rows = yield* db.query(
-            `INSERT INTO webhook_deliveries (webhook_id, message_id, event, status, attempt, next_attempt_at, created_at)
-             SELECT w.id, m.id, $1, 'pending', 0, $2, $2
-               FROM (${v.sql}) AS m (id, address_id) JOIN webhooks w ON w.address_id = m.address_id AND w.is_active
-              ORDER BY m.id, w.id
-             RETURNING id`,
-            v.params,
-          )
-          queued += rows.length
-        }
-        return queued
+        const rows = yield* db.query(
+          `INSERT INTO webhook_deliveries (webhook_id, message_id, event, status, attempt, next_attempt_at, created_at)
+           SELECT w.id, m.id, $1, 'pending', 0, $2, $2
+             FROM json_to_recordset($3::json) AS m (id int8, address_id int8) JOIN webhooks w ON w.address_id = m.address_id AND w.is_active
+            ORDER BY m.id, w.id
+           RETURNING id`,
+          [MESSAGE_RECEIVED, at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+        )
+        return rows.length
       })
 
       const send = Effect.fn("WebhookDeliveries.send")(function*(webhook: WebhookRow, id: string, body: string) {
