@@ -3,8 +3,9 @@
  * SPOOL_THRESHOLD) and the process-wide budget (SMTP_MEMORY_BYTES) has room; past either it
  * goes on to a spool file in DATA_DIR/spool while it arrives, so its size never shows in the
  * process. A large message then waits for budget before it is worked on (authentication, parsing
- * and storing hold it in memory). When the budget is used up, a new DATA is answered
- * `451 4.3.1` (smtp-server drains the body first: it sends 354 before the handler runs).
+ * and storing hold it in memory). When the budget has no room left for a new message's first
+ * bytes (DATA_RESERVE), that DATA is answered `451 4.3.1` (smtp-server drains the body first: it
+ * sends 354 before the handler runs).
  *
  * A client that leaves before the final dot gets 451 and nothing is handed on; an oversized
  * message gets 552. Every path gives back its memory and removes its spool file.
@@ -20,6 +21,8 @@ import { MEMORY_FULL, type MemoryBudget } from "./limits.ts"
 
 /** Messages larger than this are spooled to disk while they arrive. */
 export const SPOOL_THRESHOLD = 1024 * 1024
+/** What a DATA must find free in the budget to start (its first bytes' room). */
+export const DATA_RESERVE = 64 * 1024
 
 export interface DataOptions {
   readonly maxBytes: number
@@ -70,10 +73,13 @@ export const readMessage = (
   complete: Complete,
 ) => {
   const { memory } = options
-  // Refused before a byte is kept; smtp-server reads the rest of the message and answers this.
-  if (memory.full) return callback(smtpError(MEMORY_FULL))
+  // No room for even the first bytes: refused before one is kept; smtp-server reads the rest of
+  // the message and answers this.
+  let held = Math.min(DATA_RESERVE, memory.capacity)
+  if (!memory.tryTake(held)) return callback(smtpError(MEMORY_FULL))
 
   const chunks: Array<Buffer> = []
+  /** Bytes in `chunks`; `held` (taken from the budget) is at least that. */
   let kept = 0
   let total = 0
   let spool: { readonly file: string; readonly out: fs.WriteStream } | undefined
@@ -81,7 +87,8 @@ export const readMessage = (
 
   const dropMemory = () => {
     chunks.length = 0
-    memory.release(kept)
+    memory.release(held)
+    held = 0
     kept = 0
   }
   const dropSpool = () => {
@@ -117,9 +124,11 @@ export const readMessage = (
       spool = undefined
       return
     }
-    if (!spool && kept + chunk.length <= SPOOL_THRESHOLD && memory.tryTake(chunk.length)) {
+    const need = kept + chunk.length
+    if (!spool && need <= SPOOL_THRESHOLD && (need <= held || memory.tryTake(need - held))) {
+      held = Math.max(held, need)
       chunks.push(chunk)
-      kept += chunk.length
+      kept = need
       return
     }
     if (!spool) startSpool()
@@ -139,9 +148,11 @@ export const readMessage = (
       return callback(smtpError({ code: 552, message: `5.3.4 Message exceeds the size limit of ${options.maxBytes} bytes` }))
     }
     if (!spool) {
-      const held = kept
-      const message = inMemory(chunks)
-      return complete(message, () => memory.release(held))
+      // Keep what the message takes, give back the rest of the reserve.
+      memory.release(held - kept)
+      const mine = kept
+      held = 0
+      return complete(inMemory(chunks), () => memory.release(mine))
     }
     const { file, out } = spool
     out.end(() => {

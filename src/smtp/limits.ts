@@ -10,9 +10,10 @@ import { plainIp } from "../../effects/ingest/trace.ts"
 import { reply, type SmtpReply } from "./common.ts"
 
 /**
- * Bytes of message data held in memory. Receiving buffers take from it without waiting (and
- * spool to disk when it says no); handling a large spooled message waits its turn, so at most
- * `capacity` bytes of messages are being worked on at once.
+ * Bytes of message data held in memory. A DATA starts only if its first bytes' room fits
+ * (otherwise 451 4.3.1); receiving buffers take from it without waiting (and spool to disk when
+ * it says no); handling a large spooled message waits its turn, so at most `capacity` bytes of
+ * messages are being worked on at once.
  */
 export class MemoryBudget {
   readonly capacity: number
@@ -25,11 +26,6 @@ export class MemoryBudget {
 
   get used(): number {
     return this.#used
-  }
-
-  /** At or over the cap: a new DATA is refused (451 4.3.1). */
-  get full(): boolean {
-    return this.#used >= this.capacity
   }
 
   /** Takes `bytes` if they fit now. */
