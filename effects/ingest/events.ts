@@ -41,11 +41,18 @@ export class MessageEvents extends Context.Service<MessageEvents, MessageEventsS
   /** No subscribers (a capability that is not wired yet, or tests of ingest alone). */
   static readonly none = Layer.succeed(MessageEvents, MessageEvents.of({ stored: () => Effect.succeed(Effect.void) }))
 
-  /** Runs several subscribers in order; an empty commit calls none of them. */
+  /**
+   * Runs several subscribers; an empty commit calls none of them. Their statements go out
+   * together (PostgreSQL pipelines them on the transaction's connection: one round trip, not one
+   * per subscriber); they touch different tables, so their order does not matter.
+   */
   static readonly combine = (subscribers: ReadonlyArray<MessageSubscriber>): MessageEventsShape => ({
     stored: (ms) =>
       ms.length === 0
         ? Effect.succeed(Effect.void)
-        : Effect.map(Effect.forEach(subscribers, (s) => s.stored(ms)), (after) => Effect.forEach(after, (a) => a, { discard: true })),
+        : Effect.map(
+          Effect.forEach(subscribers, (s) => s.stored(ms), { concurrency: "unbounded" }),
+          (after) => Effect.forEach(after, (a) => a, { discard: true }),
+        ),
   })
 }

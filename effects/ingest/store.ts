@@ -161,15 +161,16 @@ export const commitBatch = (
     })
     for (const i of admitted) outcomes[i] = { _tag: "Stored", messages: stored.filter((_, k) => copies[k]!.i === i) }
 
-    // 4. Follow-up work of the subscriptions that exist, in this same transaction.
-    const afterCommit = yield* events.stored(stored)
-
-    // 5. One conditional debit per account, a ledger row per message.
-    yield* billing.chargeMany(
-      stored.map((m) => ({ userId: m.userId, amount: PRICE_PER_MESSAGE_TZS, reference: { type: "inbound_message", id: m.id } })),
-    ).pipe(
-      // Checked against the locked balances above: a refusal here is a bug, not a customer's problem.
-      Effect.catchTags({ InsufficientBalance: (e) => Effect.die(e), ValidationError: (e) => Effect.die(e) }),
-    )
+    // 4. Follow-up work of the subscriptions that exist, and one conditional debit per account
+    //    with a ledger row per message: independent statements, sent together.
+    const [afterCommit] = yield* Effect.all([
+      events.stored(stored),
+      billing.chargeMany(
+        stored.map((m) => ({ userId: m.userId, amount: PRICE_PER_MESSAGE_TZS, reference: { type: "inbound_message", id: m.id } })),
+      ).pipe(
+        // Checked against the locked balances above: a refusal here is a bug, not a customer's problem.
+        Effect.catchTags({ InsufficientBalance: (e) => Effect.die(e), ValidationError: (e) => Effect.die(e) }),
+      ),
+    ], { concurrency: "unbounded" })
     return { outcomes: outcomes as Array<Outcome>, afterCommit }
   })

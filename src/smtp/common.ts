@@ -13,6 +13,9 @@ export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
 
 export const reply = (code: number, message: string) => new SmtpReply({ code, message })
 
+/** Recipients per message on both servers; more get 452 and are retried in another transaction. */
+export const MAX_RECIPIENTS = 100
+
 /** Something went wrong on our side: the sender keeps the message and tries again later. */
 export const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try again later")
 

@@ -14,13 +14,10 @@ import type { AddressInfo } from "node:net"
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
-import { smtpError, stepRunner } from "./common.ts"
+import { MAX_RECIPIENTS, smtpError, stepRunner } from "./common.ts"
 import { prepareSpool, readMessage } from "./data.ts"
 import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
-
-/** Recipients per message; more get 452 and are retried by the sender in another transaction. */
-export const MAX_RECIPIENTS = 100
 
 /** The MX's smtp-server options, apart from its handlers. */
 export const mxServerOptions = (settings: Settings): SMTPServerOptions => ({
@@ -58,7 +55,10 @@ export const startMx = (runtime: ManagedRuntime.ManagedRuntime<any, any>, settin
       },
 
       onMailFrom(_address, session, callback) {
-        run(onMailFrom(stateOf(session)), (err) => callback(err))
+        const state = stateOf(session)
+        // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
+        if (state.envelope.held.size === 0 && state.envelope.routes.size === 0) return callback()
+        run(onMailFrom(state), (err) => callback(err))
       },
 
       onRcptTo(address, session, callback) {

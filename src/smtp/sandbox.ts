@@ -24,13 +24,10 @@ import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp
 import type { Settings } from "../../effects/config.ts"
 import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import type { Listener } from "../listeners.ts"
-import { smtpError, stepRunner } from "./common.ts"
+import { MAX_RECIPIENTS, smtpError, stepRunner } from "./common.ts"
 import { prepareSpool, readMessage } from "./data.ts"
 import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
-
-/** Recipients per message, as on the MX; more get 452. */
-export const MAX_RECIPIENTS = 100
 
 /** The sandbox's smtp-server options, apart from its handlers. */
 export const sandboxServerOptions = (settings: Settings): SMTPServerOptions => ({
