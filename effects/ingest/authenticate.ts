@@ -46,8 +46,9 @@ export const authenticateMessage = (message: MessageBytes, input: AuthInput) =>
       const exit = await Effect.runPromiseExitWith(context)(dns.resolve(name, rrtype))
       if (Exit.isSuccess(exit)) return exit.value as Array<Array<string>>
       const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
-      const code = failure && failure._tag === "Fail" ? failure.error.code : "ESERVFAIL"
-      throw Object.assign(new Error(`DNS ${rrtype} ${name}: ${code}`), { code })
+      // The DnsError itself (an Error with the resolver's `code`): a cached "no such record" is
+      // thrown again without building a new error, and its stack, for every message.
+      throw failure && failure._tag === "Fail" ? failure.error : Object.assign(new Error(`DNS ${rrtype} ${name} failed`), { code: "ESERVFAIL" })
     }
     const result = yield* Effect.tryPromise(() =>
       authenticate(message.stream(), {
