@@ -1,7 +1,8 @@
 /**
  * The ingest actor: one writer fiber per process owns every storing transaction. Sessions hand
  * it prepared messages through a bounded mailbox and wait; the writer takes whatever has arrived
- * (up to BATCH_MAX), commits it in one transaction (./store.ts), and only then answers each
+ * (up to BATCH_MAX messages, BATCH_BYTES of them per transaction), commits it in one transaction
+ * (./store.ts), and only then answers each
  * waiting session, so a 250 always means committed. While one commit runs the next batch
  * gathers, so the batch grows with the load and an idle server answers at once (group commit).
  *
@@ -21,6 +22,8 @@ import { commitBatch, type Outcome, type Prepared } from "./store.ts"
 
 /** Messages per transaction at most. */
 export const BATCH_MAX = 64
+/** Message bytes per transaction at most (one large message still goes alone). */
+export const BATCH_BYTES = 16 * 1024 * 1024
 /** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
 export const MAILBOX_CAPACITY = 1_024
 
@@ -74,13 +77,28 @@ export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShap
           yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
         })
 
+      /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
+      const bySize = (jobs: ReadonlyArray<Job>) => {
+        const groups: Array<Array<Job>> = []
+        let bytes = Infinity
+        for (const job of jobs) {
+          if (bytes + job.prepared.size > BATCH_BYTES) {
+            groups.push([])
+            bytes = 0
+          }
+          groups[groups.length - 1]!.push(job)
+          bytes += job.prepared.size
+        }
+        return groups
+      }
+
       // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
       const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
 
       yield* Effect.forkScoped(Effect.forever(
         Effect.gen(function*() {
           const jobs = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX)
-          yield* write(jobs).pipe(Effect.ensuring(settle(jobs)))
+          yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
         }),
       ))
       yield* Effect.addFinalizer(() =>
