@@ -61,6 +61,10 @@ export interface Settings {
   readonly smsProvider?: SmsProvider
   /** PLATFORM_MAIL (verification links); unset: `relay` when SMTP_RELAY_URL is set, else `log`. */
   readonly platformMail?: PlatformMail
+  /** Concurrent SMTP sessions per client IP, per server (the next gets 421 4.7.0). */
+  readonly smtpMaxSessionsPerIp: number
+  /** Message bytes the SMTP servers hold in memory together; larger messages spool to DATA_DIR. */
+  readonly smtpMemoryBytes: number
 }
 
 export type PaymentProvider = "fake" | "http"

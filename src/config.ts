@@ -71,6 +71,8 @@ const raw = Config.all({
   mailTransport: optionalString("MAIL_TRANSPORT"),
   smsProvider: optionalString("SMS_PROVIDER"),
   platformMail: optionalString("PLATFORM_MAIL"),
+  smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
+  smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
 })
 
 /** An explicit provider choice: unset, or one of its names (src/production.ts). */
@@ -121,6 +123,12 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     }
     if (Option.isSome(r.databaseUrl) && !/^postgres(ql)?:\/\//.test(r.databaseUrl.value)) {
       return yield* new ConfigInvalid({ message: "Invalid setting DATABASE_URL: expected postgres://user@host:port/db" })
+    }
+    if (r.smtpMaxSessionsPerIp < 1) {
+      return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
+    }
+    if (r.smtpMemoryBytes < 1024 * 1024) {
+      return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MEMORY_BYTES: expected at least 1048576 (1 MiB)" })
     }
     const durationOf = (name: string, value: string) =>
       Option.match(parseDuration(value), {

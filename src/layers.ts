@@ -24,7 +24,10 @@ import { MessageEvents } from "../effects/ingest/events.ts"
 import { OutboundDispatcher } from "../effects/outbound/dispatch.ts"
 import { outboundSenderLayer } from "../effects/outbound/sender.ts"
 import { Outbound } from "../effects/outbound/service.ts"
+import { Reservations } from "../effects/ingest/admission.ts"
+import { Recipients } from "../effects/ingest/recipients.ts"
 import { Ingest } from "../effects/ingest/service.ts"
+import { IngestWriter } from "../effects/ingest/writer.ts"
 import { InboundMessages } from "../effects/messages/service.ts"
 import { ReceivingDomains } from "../effects/receiving-domains/service.ts"
 import { SandboxCredentials } from "../effects/sandbox/credentials.ts"
@@ -44,6 +47,7 @@ import { EventEndpoints } from "../effects/webhooks/endpoints.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { outboundMailerLayer } from "./providers/outbound-mailer.ts"
+import { SmtpMemory } from "./smtp/limits.ts"
 import { receivingDomainRecheckLayer } from "./workers/receiving-domains.ts"
 import { sendingDomainRecheckLayer } from "./workers/sending-domains.ts"
 import { retentionWorkerLayer } from "./workers/retention.ts"
@@ -75,6 +79,7 @@ const tier1 = Layer.mergeAll(
   outboundMailerLayer,
   SandboxCredentials.layer,
   Sandbox.layer,
+  SmtpMemory.layer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
@@ -121,8 +126,9 @@ const messageEvents = Layer.effect(
 
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */
 const tier3 = Layer.mergeAll(
-  // Ingest routes through InboundAddresses, so the two are built together.
-  Ingest.layer.pipe(Layer.provideMerge(InboundAddresses.layer)),
+  // Ingest: RCPT lookups, the holds on money promised at RCPT, and the one writer fiber (actor).
+  Ingest.layer.pipe(Layer.provideMerge(Layer.mergeAll(Recipients.layer, Reservations.layer, IngestWriter.layer))),
+  InboundAddresses.layer,
   AgentConfigs.layer,
   Layer.empty,
 )

@@ -1,8 +1,9 @@
 /**
  * Inbound addresses: the mailboxes an account receives on, on the platform domain or on one of
  * its verified receiving domains. Local parts are unique per domain across all accounts; a few
- * role names stay with the platform. Routing (which address an envelope recipient reaches)
- * lives here too, so deleting an address stops its mail on the very next RCPT.
+ * role names stay with the platform. Which address an envelope recipient reaches is looked up
+ * by ingest (effects/ingest/recipients.ts, batched per tick), never cached, so deleting an
+ * address stops its mail on the very next RCPT.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { Authenticator } from "../auth/service.ts"
@@ -13,8 +14,7 @@ import { purgeMessages } from "../messages/purge.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { ReceivingDomains } from "../receiving-domains/service.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
-import { DomainSuspended, UnknownRecipient } from "./errors.ts"
-import { type CreateInboundAddress, type InboundAddress, type InboundAddressRow, type Route, toInboundAddress } from "./schema.ts"
+import { type CreateInboundAddress, type InboundAddress, type InboundAddressRow, toInboundAddress } from "./schema.ts"
 
 /** Addresses per account (SPEC.md "Limits"). */
 export const MAX_ADDRESSES = 100
@@ -39,11 +39,6 @@ export interface InboundAddressesShape {
   readonly owned: (userId: number, id: number) => Effect.Effect<InboundAddress, Forbidden | NotFound | DbError>
   /** Deletes the address and all its messages; its mail stops routing at once. */
   readonly remove: (userId: number, id: number) => Effect.Effect<void, Forbidden | NotFound | DbError>
-  /**
-   * Where an envelope recipient goes. Matching is case-insensitive and ignores a `+tag`
-   * (`Info+news@` reaches `info`).
-   */
-  readonly route: (recipient: string) => Effect.Effect<Route, UnknownRecipient | DomainSuspended | DbError>
 }
 
 const SELECT_ADDRESS = `SELECT a.id, a.user_id, a.local_part, a.label, a.domain_id, a.retention_days, a.created_at, d.domain
@@ -69,7 +64,6 @@ export class InboundAddresses extends Context.Service<InboundAddresses, InboundA
       const auth = yield* Authenticator
       const compliance = yield* Compliance
       const domains = yield* ReceivingDomains
-      const platformDomain = normalizeDomain(config.platformDomain)
       const show = (row: InboundAddressRow) => toInboundAddress(row, config.platformDomain)
 
       const ownedRow = (userId: number, id: number) =>
@@ -129,29 +123,7 @@ export class InboundAddresses extends Context.Service<InboundAddresses, InboundA
         }))
       })
 
-      const route = Effect.fn("InboundAddresses.route")(function*(recipient: string) {
-        const parsed = parseRecipient(recipient)
-        if (!parsed) return yield* new UnknownRecipient({ address: recipient })
-        if (parsed.domain === platformDomain) {
-          const [row] = yield* db.query<{ id: number; user_id: number; retention_days: number }>(
-            "SELECT id, user_id, retention_days FROM inbound_addresses WHERE local_part = $1 AND COALESCE(domain_id, 0) = 0",
-            [parsed.localPart],
-          )
-          if (!row) return yield* new UnknownRecipient({ address: recipient })
-          return { addressId: row.id, userId: row.user_id, email: `${parsed.localPart}@${platformDomain}`, retentionDays: row.retention_days }
-        }
-        const [row] = yield* db.query<{ id: number; user_id: number; retention_days: number; status: string }>(
-          `SELECT a.id, a.user_id, a.retention_days, d.status
-             FROM receiving_domains d JOIN inbound_addresses a ON COALESCE(a.domain_id, 0) = d.id
-            WHERE d.domain = $1 AND d.status <> 'pending' AND a.local_part = $2`,
-          [parsed.domain, parsed.localPart],
-        )
-        if (!row) return yield* new UnknownRecipient({ address: recipient })
-        if (row.status === "suspended") return yield* new DomainSuspended({ address: recipient, domain: parsed.domain })
-        return { addressId: row.id, userId: row.user_id, email: `${parsed.localPart}@${parsed.domain}`, retentionDays: row.retention_days }
-      })
-
-      return InboundAddresses.of({ create, list, owned, remove, route })
+      return InboundAddresses.of({ create, list, owned, remove })
     }),
   )
 }

@@ -14,6 +14,8 @@ export const AGENT_QUEUE = "agent"
 export interface AgentJobsShape {
   /** Queues the message when its address's agent is on; joins the storing transaction. Returns whether it queued. */
   readonly enqueue: (message: StoredMessage) => Effect.Effect<boolean, DbError>
+  /** `enqueue` for the messages of one ingest commit; returns how many jobs it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<number, DbError>
   readonly wake: Effect.Effect<void>
 }
 
@@ -37,7 +39,23 @@ export class AgentJobs extends Context.Service<AgentJobs, AgentJobsShape>()("app
         return rows.length > 0
       })
 
-      return AgentJobs.of({ enqueue, wake: signals.notify(AGENT_QUEUE) })
+      const enqueueMany = Effect.fn("AgentJobs.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
+        if (messages.length === 0) return 0
+        const at = new Date(Number(yield* Clock.currentTimeMillis))
+        const rows = yield* db.query(
+          `INSERT INTO agent_jobs (user_id, address_id, message_id, status, attempt, next_attempt_at, created_at)
+           SELECT c.user_id, c.address_id, m.id, 'pending', 0, $1, $1
+             FROM json_to_recordset($2::json) AS m (id int8, address_id int8)
+             JOIN agent_configs c ON c.address_id = m.address_id AND c.enabled AND c.mode <> 'off'
+            ORDER BY m.id
+           ON CONFLICT (message_id) DO NOTHING
+           RETURNING id`,
+          [at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+        )
+        return rows.length
+      })
+
+      return AgentJobs.of({ enqueue, enqueueMany, wake: signals.notify(AGENT_QUEUE) })
     }),
   )
 }

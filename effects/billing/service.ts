@@ -8,6 +8,7 @@
 import { Context, Effect, Layer } from "effect"
 import { InsufficientBalance, ValidationError } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
+import { inList } from "../shared/values.ts"
 
 /** Flat price per inbound message and per outbound recipient (SPEC.md "Pricing"). */
 export const PRICE_PER_MESSAGE_TZS = 5
@@ -48,6 +49,18 @@ export interface BillingShape {
   readonly refund: (m: Movement) => Effect.Effect<LedgerEntry, ValidationError | DbError>
   /** Adds money: `credit` for a completed top-up, `adjustment` for an operator correction. */
   readonly credit: (m: Movement & { readonly kind: "credit" | "adjustment" }) => Effect.Effect<LedgerEntry, ValidationError | DbError>
+  /**
+   * Locks the wallets of `userIds` until the surrounding transaction ends, in user id order (so
+   * two callers never deadlock), and returns their balances; an account without a wallet has 0.
+   */
+  readonly lockBalances: (userIds: ReadonlyArray<number>) => Effect.Effect<ReadonlyMap<number, number>, DbError>
+  /**
+   * Many debits inside the caller's transaction, after `lockBalances` of their accounts, in one
+   * statement: a conditional update per account (its total) and one ledger entry per movement,
+   * each with the balance after it. An account that cannot cover its total fails
+   * INSUFFICIENT_BALANCE; the caller's transaction must then roll back.
+   */
+  readonly chargeMany: (movements: ReadonlyArray<Movement>) => Effect.Effect<void, InsufficientBalance | ValidationError | DbError>
   /** Ledger entries, newest first. */
   readonly entries: (
     userId: number,
@@ -122,9 +135,70 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
           return { rows, total: count?.n ?? 0 }
         })
 
+      const lockBalances = Effect.fn("Billing.lockBalances")(function*(userIds: ReadonlyArray<number>) {
+        const ids = [...new Set(userIds)].sort((a, b) => a - b)
+        const balances = new Map<number, number>(ids.map((id) => [id, 0]))
+        if (ids.length === 0) return balances
+        const rows = yield* db.query<{ user_id: number; balance_tzs: number }>(
+          `SELECT user_id, balance_tzs FROM wallets WHERE user_id IN (${inList(ids.length, "int8")}) ORDER BY user_id FOR UPDATE`,
+          ids,
+        )
+        for (const r of rows) balances.set(r.user_id, r.balance_tzs)
+        return balances
+      })
+
+      const chargeMany = Effect.fn("Billing.chargeMany")(function*(movements: ReadonlyArray<Movement>) {
+        if (movements.length === 0) return
+        yield* Effect.forEach(movements, (m) => positive(m.amount), { discard: true })
+        const totals = new Map<number, number>()
+        for (const m of movements) totals.set(m.userId, (totals.get(m.userId) ?? 0) + m.amount)
+        // Each entry's balance_after is the account's final balance plus what its later entries take.
+        const later = new Map<number, number>()
+        const entries = movements.map((m, ord) => ({
+          ord,
+          user_id: m.userId,
+          amount: m.amount,
+          reference_type: m.reference.type,
+          reference_id: m.reference.id == null ? null : String(m.reference.id),
+          description: m.description ?? "",
+        }))
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const e = entries[i]!
+          Object.assign(e, { later: later.get(e.user_id) ?? 0 })
+          later.set(e.user_id, (later.get(e.user_id) ?? 0) + e.amount)
+        }
+        const written = yield* db.query<{ user_id: number }>(
+          `WITH debit AS (
+             UPDATE wallets w SET balance_tzs = w.balance_tzs - t.amount, updated_at = now()
+               FROM json_to_recordset($1::json) AS t (user_id int8, amount int8)
+              WHERE w.user_id = t.user_id AND w.balance_tzs >= t.amount
+             RETURNING w.user_id, w.balance_tzs)
+           INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description)
+           SELECT e.user_id, 'debit', -e.amount, d.balance_tzs + e.later, e.reference_type, e.reference_id, e.description
+             FROM json_to_recordset($2::json)
+               AS e (ord int4, user_id int8, amount int8, later int8, reference_type text, reference_id text, description text)
+             JOIN debit d ON d.user_id = e.user_id
+            ORDER BY e.ord
+           RETURNING user_id`,
+          [JSON.stringify([...totals].map(([user_id, amount]) => ({ user_id, amount }))), JSON.stringify(entries)],
+        )
+        const debited = new Set(written.map((r) => r.user_id))
+        const short = [...totals].find(([userId]) => !debited.has(userId))
+        if (short) {
+          const current = yield* balance(short[0])
+          return yield* new InsufficientBalance({
+            message: `this costs ${short[1]} TZS and the wallet holds ${current} TZS`,
+            required_tzs: short[1],
+            balance_tzs: current,
+          })
+        }
+      })
+
       return Billing.of({
         balance,
         charge,
+        lockBalances,
+        chargeMany,
         refund: Effect.fn("Billing.refund")((m: Movement) => add("refund", m)),
         credit: Effect.fn("Billing.credit")((m: Movement & { kind: "credit" | "adjustment" }) => add(m.kind, m)),
         entries,

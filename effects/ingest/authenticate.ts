@@ -7,6 +7,9 @@
 import { Effect, Exit } from "effect"
 import { authenticate } from "mailauth"
 import { Dns } from "../ports/Dns.ts"
+import type { MessageBytes } from "./bytes.ts"
+import { pgSafe } from "./text.ts"
+import { plainIp, traceSafe } from "./trace.ts"
 
 export interface AuthResults {
   readonly spf: string
@@ -28,10 +31,13 @@ export interface AuthInput {
 
 const AUTH_TIMEOUT = "20 seconds"
 
-/** `::ffff:1.2.3.4` → `1.2.3.4` (SPF compares plain IPv4). */
-export const plainIp = (ip: string): string => ip.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, "$1")
-
-export const authenticateMessage = (raw: Uint8Array, input: AuthInput) =>
+/**
+ * Verdicts and the trace headers to prepend. Everything returned is safe to store: names taken
+ * from the message (a DKIM `d=exa\0mple.com`) lose their NUL and control characters, so a
+ * hostile signature can never make the storing transaction fail (a 4xx the sender would retry
+ * for days).
+ */
+export const authenticateMessage = (message: MessageBytes, input: AuthInput) =>
   Effect.gen(function*() {
     const context = yield* Effect.context<Dns>()
     const dns = yield* Dns
@@ -40,11 +46,12 @@ export const authenticateMessage = (raw: Uint8Array, input: AuthInput) =>
       const exit = await Effect.runPromiseExitWith(context)(dns.resolve(name, rrtype))
       if (Exit.isSuccess(exit)) return exit.value as Array<Array<string>>
       const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
-      const code = failure && failure._tag === "Fail" ? failure.error.code : "ESERVFAIL"
-      throw Object.assign(new Error(`DNS ${rrtype} ${name}: ${code}`), { code })
+      // The DnsError itself (an Error with the resolver's `code`): a cached "no such record" is
+      // thrown again without building a new error, and its stack, for every message.
+      throw failure && failure._tag === "Fail" ? failure.error : Object.assign(new Error(`DNS ${rrtype} ${name} failed`), { code: "ESERVFAIL" })
     }
     const result = yield* Effect.tryPromise(() =>
-      authenticate(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+      authenticate(message.stream(), {
         ip: plainIp(input.ip),
         helo: input.helo,
         sender: input.sender,
@@ -61,21 +68,23 @@ export const authenticateMessage = (raw: Uint8Array, input: AuthInput) =>
       }
     }
     const r = result.success
-    const header = /^Authentication-Results:[\s\S]*?(?=\r?\n\S|$)/im.exec(r.headers)?.[0] ?? ""
+    const headers = traceSafe(r.headers)
+    const header = /^Authentication-Results:[\s\S]*?(?=\r?\n\S|$)/im.exec(headers)?.[0] ?? ""
+    const text = (s: string | undefined) => pgSafe(traceSafe(s ?? ""))
     return {
       results: {
-        spf: r.spf ? r.spf.status.result : "none",
+        spf: text(r.spf ? r.spf.status.result : "none"),
         // mailauth reports an unsigned message as one "none" entry without a domain: no signatures.
         dkim: (r.dkim?.results ?? []).filter((d) => d.signingDomain).map((d) => ({
-          domain: d.signingDomain ?? "",
-          selector: d.selector ?? "",
-          result: d.status?.result ?? "none",
+          domain: text(d.signingDomain),
+          selector: text(d.selector),
+          result: text(d.status?.result ?? "none"),
         })),
-        dmarc: r.dmarc ? r.dmarc.status.result : "none",
-        arc: r.arc ? r.arc.status.result : "none",
-        header: header.replace(/\r?\n[ \t]+/g, " ").replace(/^Authentication-Results:\s*/i, ""),
+        dmarc: text(r.dmarc ? r.dmarc.status.result : "none"),
+        arc: text(r.arc ? r.arc.status.result : "none"),
+        header: text(header.replace(/\r?\n[ \t]+/g, " ").replace(/^Authentication-Results:\s*/i, "")),
       } satisfies AuthResults,
       // Written on top of the stored message, as an MX does.
-      headers: r.headers,
+      headers,
     }
   }).pipe(Effect.withSpan("Ingest.authenticate"))

@@ -5,7 +5,11 @@
  */
 import { Effect, Schema } from "effect"
 import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
+import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { CharsetDecoder } from "./charsets.ts"
+import { pgSafe } from "./text.ts"
+
+export { pgSafe }
 
 /** mailparser gave up on the message: 554 5.6.0. */
 export class MalformedMessage extends Schema.TaggedError<MalformedMessage>()("MalformedMessage", {
@@ -29,9 +33,6 @@ export interface ParsedMessage {
   readonly headers: Record<string, string | Array<string>>
   readonly attachments: ReadonlyArray<ParsedAttachment>
 }
-
-/** Text PostgreSQL accepts: NUL removed, lone surrogates replaced. */
-export const pgSafe = (s: string): string => s.replace(/\u0000/g, "").toWellFormed()
 
 /** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
 const mailbox = (m: EmailAddress): string => {
@@ -60,10 +61,11 @@ const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<
   return Object.fromEntries(out)
 }
 
-export const parseMessage = (raw: Uint8Array) =>
+/** Parses the message, `prefix` (the trace header) first, streaming from wherever the bytes are. */
+export const parseMessage = (raw: Uint8Array | MessageBytes, prefix?: Uint8Array) =>
   Effect.tryPromise({
     try: () =>
-      simpleParser(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+      simpleParser((isMessageBytes(raw) ? raw : inMemory(raw)).stream(prefix), {
         // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
         keepCidLinks: true,
         skipTextToHtml: true,

@@ -7,7 +7,10 @@
  * messages does not hand the allowance back.
  */
 import { Clock, Context, Effect, Layer } from "effect"
+import { inMemory, isMessageBytes, type MessageBytes } from "../ingest/bytes.ts"
 import { type MalformedMessage, parseMessage } from "../ingest/parse.ts"
+import { attachmentRows, messageColumns } from "../ingest/rows.ts"
+import { pgSafe, safeJson } from "../ingest/text.ts"
 import type { AttachmentMeta } from "../messages/schema.ts"
 import { type Forbidden, LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
@@ -19,7 +22,8 @@ import { CAPTURED_COLUMNS, type CapturedMessage, type CapturedMessageRow, type S
 
 /** A message as the capture server received it. */
 export interface Submission {
-  readonly raw: Uint8Array
+  /** The bytes in memory, or wherever the SMTP server keeps them (a spool file). */
+  readonly raw: Uint8Array | MessageBytes
   /** MAIL FROM ('' for the null sender). */
   readonly mailFrom: string
   /** RCPT TO addresses as given, in order. */
@@ -96,41 +100,42 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
 
       const capture = Effect.fn("Sandbox.capture")(function*(userId: number, credentialId: number | null, s: Submission) {
         const at = yield* now
-        const parsed = yield* parseMessage(s.raw)
-        const meta: Array<AttachmentMeta> = parsed.attachments.map((a) => ({
-          filename: a.filename,
-          content_type: a.contentType,
-          size: a.content.byteLength,
-          content_id: a.contentId,
-        }))
+        const message = isMessageBytes(s.raw) ? s.raw : inMemory(s.raw)
+        const parsed = yield* parseMessage(message)
+        // The same row shapes as the MX's messages; every string safe for its column whatever the app sent.
+        const columns = messageColumns(parsed, s.mailFrom)
+        const recipients = s.recipients.map(pgSafe)
+        const raw = (yield* Effect.promise(() => message.read())).toString("base64")
         return yield* db.transaction(Effect.gen(function*() {
           const [row] = yield* db.query<{ id: number }>(
             `INSERT INTO sandbox_messages (user_id, credential_id, envelope_from, from_addr, to_addr, recipients, subject, text_body,
                                            html_body, headers, attachments, message_id, size, raw, received_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id`,
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, decode($14, 'base64'), $15) RETURNING id`,
             [
               userId,
               credentialId,
-              s.mailFrom,
-              parsed.from || s.mailFrom,
-              s.recipients[0] ?? "",
-              JSON.stringify(s.recipients),
-              parsed.subject,
-              parsed.text,
-              parsed.html,
-              JSON.stringify(parsed.headers),
-              JSON.stringify(meta),
-              parsed.messageId,
-              s.raw.byteLength,
-              s.raw,
+              columns.envelope_from,
+              columns.from_addr,
+              recipients[0] ?? "",
+              safeJson(recipients),
+              columns.subject,
+              columns.text_body,
+              columns.html_body,
+              JSON.stringify(columns.headers),
+              JSON.stringify(columns.attachments),
+              columns.message_id,
+              message.size,
+              raw,
               at,
             ],
           )
-          for (const [position, a] of parsed.attachments.entries()) {
+          const parts = attachmentRows(parsed)
+          if (parts.length > 0) {
             yield* db.query(
               `INSERT INTO sandbox_attachments (message_id, position, filename, content_type, content_id, size, content)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-              [row!.id, position, a.filename, a.contentType, a.contentId, a.content.byteLength, a.content],
+               SELECT $1, a.position, a.filename, a.content_type, a.content_id, a.size, decode(a.content, 'base64')
+                 FROM json_to_recordset($2::json) AS a (position int4, filename text, content_type text, content_id text, size int4, content text)`,
+              [row!.id, JSON.stringify(parts)],
             )
           }
           // Last, so the account's usage row stays locked only until the commit that follows.

@@ -14,6 +14,7 @@ import { Database, type DbError } from "../ports/Database.ts"
 import { SmsGateway } from "../ports/SmsGateway.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { openText } from "../shared/secretbox.ts"
+import { inList } from "../shared/values.ts"
 import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
 import { smsSummary } from "./summary.ts"
 
@@ -36,6 +37,8 @@ const describe = (e: ProviderError | NotConfigured): string =>
 export interface SmsDeliveriesShape {
   /** Queues one SMS per active rule of the message's address; joins the storing transaction. */
   readonly enqueue: (message: StoredMessage) => Effect.Effect<ReadonlyArray<SmsDeliveryRow>, DbError>
+  /** `enqueue` for the messages of one ingest commit; returns how many sends it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<number, DbError>
   /** Makes the next attempt of a claimed delivery; returns when the following one is due, if any. */
   readonly attempt: (job: SmsDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
   readonly wake: Effect.Effect<void>
@@ -83,7 +86,31 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
         )
       })
 
-      return SmsDeliveries.of({ enqueue, attempt: yield* makeAttempt(channel), wake: signals.notify(SMS_QUEUE) })
+      const enqueueMany = Effect.fn("SmsDeliveries.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
+        if (messages.length === 0) return 0
+        // Which addresses have a rule at all, first: the summary is only worth making for those.
+        const addressIds = [...new Set(messages.map((m) => m.addressId))]
+        const ruled = new Set((yield* db.query<{ address_id: number }>(
+          `SELECT DISTINCT address_id FROM sms_rules WHERE is_active AND address_id IN (${inList(addressIds.length, "int8")})`,
+          addressIds,
+        )).map((r) => r.address_id))
+        const wanted = messages.filter((m) => ruled.has(m.addressId))
+        if (wanted.length === 0) return 0
+        const at = yield* now
+        const rows = yield* db.query(
+          `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
+           SELECT r.id, m.id, m.body, 'pending', 0, $1, $1
+             FROM json_to_recordset($2::json) AS m (id int8, address_id int8, body text)
+             JOIN sms_rules r ON r.address_id = m.address_id AND r.is_active
+            ORDER BY m.id, r.id
+           ON CONFLICT (rule_id, message_id) DO NOTHING
+           RETURNING id`,
+          [at, JSON.stringify(wanted.map((m) => ({ id: m.id, address_id: m.addressId, body: smsSummary(m) })))],
+        )
+        return rows.length
+      })
+
+      return SmsDeliveries.of({ enqueue, enqueueMany, attempt: yield* makeAttempt(channel), wake: signals.notify(SMS_QUEUE) })
     }),
   )
 }

@@ -37,6 +37,8 @@ export interface WebhookDeliveriesShape {
    * caller's transaction (the one storing the message, or a re-trigger).
    */
   readonly enqueue: (message: { readonly id: number; readonly addressId: number }) => Effect.Effect<ReadonlyArray<WebhookDeliveryRow>, DbError>
+  /** `enqueue` for the messages of one ingest commit, in one statement; returns how many deliveries it queued. */
+  readonly enqueueMany: (messages: ReadonlyArray<{ readonly id: number; readonly addressId: number }>) => Effect.Effect<number, DbError>
   /**
    * Makes the next attempt of a delivery claimed with lease `job.locked_until` and records it.
    * Returns when the following attempt is due, if one was scheduled.
@@ -78,8 +80,23 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
         )
       })
 
+      const enqueueMany = Effect.fn("WebhookDeliveries.enqueueMany")(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
+        if (messages.length === 0) return 0
+        const at = new Date(Number(yield* Clock.currentTimeMillis))
+        const rows = yield* db.query(
+          `INSERT INTO webhook_deliveries (webhook_id, message_id, event, status, attempt, next_attempt_at, created_at)
+           SELECT w.id, m.id, $1, 'pending', 0, $2, $2
+             FROM json_to_recordset($3::json) AS m (id int8, address_id int8) JOIN webhooks w ON w.address_id = m.address_id AND w.is_active
+            ORDER BY m.id, w.id
+           RETURNING id`,
+          [MESSAGE_RECEIVED, at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+        )
+        return rows.length
+      })
+
       return WebhookDeliveries.of({
         enqueue,
+        enqueueMany,
         attempt: yield* makeAttempt(channel),
         send: (webhook, id, body) => signed.post(webhook, SECRET_CONTEXT, id, body).pipe(Effect.withSpan("WebhookDeliveries.send")),
         wake: signals.notify(WEBHOOK_QUEUE),

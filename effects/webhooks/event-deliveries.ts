@@ -27,8 +27,13 @@ export interface EventDeliveriesShape {
    * caller's transaction. Writes nothing when no endpoint subscribes.
    */
   readonly emit: (userId: number, events: ReadonlyArray<OutboundEvent>) => Effect.Effect<number, DbError>
-  /** Queues `inbound.message_received` (the inbox webhook's payload) for the account's subscribed endpoints. */
-  readonly emitInbound: (message: { readonly id: number; readonly userId: number; readonly addressId: number }) => Effect.Effect<number, DbError>
+  /**
+   * Queues `inbound.message_received` (the inbox webhook's payload) for the subscribed endpoints of
+   * each message's account: one statement for a whole ingest commit, rows only where endpoints exist.
+   */
+  readonly emitInbound: (
+    messages: ReadonlyArray<{ readonly id: number; readonly userId: number; readonly addressId: number }>,
+  ) => Effect.Effect<number, DbError>
   /** Makes the next attempt of a claimed delivery; returns when the following one is due, if any. */
   readonly attempt: (job: EventDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
   /** Wakes the worker (after the queuing transaction committed). */
@@ -100,27 +105,24 @@ export class EventDeliveries extends Context.Service<EventDeliveries, EventDeliv
         return yield* insert(rows, at)
       })
 
-      const emitInbound = Effect.fn("EventDeliveries.emitInbound")(function*(message: { id: number; userId: number; addressId: number }) {
-        const endpoints = yield* subscribers(message.userId, [INBOUND_EVENT])
-        if (endpoints.length === 0) return 0
+      const emitInbound = Effect.fn("EventDeliveries.emitInbound")(function*(
+        messages: ReadonlyArray<{ id: number; userId: number; addressId: number }>,
+      ) {
+        if (messages.length === 0) return 0
         const at = yield* now
-        return yield* insert(
-          endpoints.map((ep) => ({
-            endpoint_id: ep.id,
-            event: INBOUND_EVENT,
-            // The inbox webhook's payload; `webhook_id` names the endpoint.
-            body: JSON.stringify({
-              event: INBOUND_EVENT,
-              webhook_id: ep.id,
-              address_id: message.addressId,
-              message_id: message.id,
-              timestamp: at.toISOString(),
-            }),
-            email_id: null,
-            message_id: message.id,
-          })),
-          at,
+        // The body is built in SQL because it names the endpoint (`webhook_id`), known only in the join.
+        const rows = yield* db.query(
+          `INSERT INTO event_deliveries (endpoint_id, event, body, email_id, message_id, status, attempt, next_attempt_at, created_at)
+           SELECT e.id, $1,
+                  json_build_object('event', $1::text, 'webhook_id', e.id, 'address_id', m.address_id, 'message_id', m.id, 'timestamp', $2::text)::text,
+                  NULL, m.id, 'pending', 0, $3, $3
+             FROM json_to_recordset($4::json) AS m (id int8, user_id int8, address_id int8)
+             JOIN event_endpoints e ON e.user_id = m.user_id AND e.is_active AND e.events ? $1
+            ORDER BY m.id, e.id
+           RETURNING id`,
+          [INBOUND_EVENT, at.toISOString(), at, JSON.stringify(messages.map((m) => ({ id: m.id, user_id: m.userId, address_id: m.addressId })))],
         )
+        return rows.length
       })
 
       const channel: Channel<EventDeliveryRow, EventEndpointRow> = {

@@ -1,20 +1,43 @@
 /**
- * Live Dns adapter on node:dns. DNS_SERVERS entries may carry a port (`127.0.0.1:5353`,
- * `[::1]:5353`), which `Resolver.setServers` understands. Timeouts are short and bounded: a
- * lookup runs inside an SMTP transaction or an HTTP request, and a dead resolver must not hold
- * either for long.
+ * Live Dns adapter. DNS_SERVERS entries may carry a port (`127.0.0.1:5353`, `[::1]:5353`);
+ * without them the system's resolvers (node's `dns.getServers()`) are asked. Timeouts are short
+ * and bounded: a lookup runs inside an SMTP transaction or an HTTP request, and a dead resolver
+ * must not hold either for long.
+ *
+ * `resolve` (everything mailauth asks: SPF, DKIM, DMARC, ARC, PTR) goes through a cache that
+ * honours the records' TTLs (capped at an hour): most mail comes from a few senders, and asking
+ * the same SPF record for every message costs more than storing the message. Concurrent questions
+ * for the same name share one query. A negative answer is kept as long as its SOA says (RFC 2308;
+ * not at all without one); failures (SERVFAIL, timeouts) are never kept. Domain verification
+ * (`txt`, `mx`, `a`) always asks afresh: a customer who just published a record must see it count.
  */
-import { Effect, Layer } from "effect"
+import { Clock, Deferred, Effect, Exit, Layer } from "effect"
+import * as nodeDns from "node:dns"
 import { Resolver } from "node:dns/promises"
 import { AppConfig } from "../../effects/config.ts"
 import { Dns, DnsError, type MxRecord } from "../../effects/ports/Dns.ts"
+import { ask, parseServer, WireError } from "./dns-wire.ts"
+
+/** Longest an answer is kept, whatever its TTL says. */
+export const MAX_TTL_SECONDS = 3_600
+/** Answers kept at most; the oldest go first. */
+export const MAX_ENTRIES = 10_000
+
+const TIMEOUT_MS = 2_000
+const TRIES = 2
+
+interface Entry {
+  readonly expiresAt: number
+  readonly exit: Exit.Exit<ReadonlyArray<unknown>, DnsError>
+}
 
 export const dnsLayer = Layer.effect(
   Dns,
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const resolver = new Resolver({ timeout: 2_000, tries: 2 })
+    const resolver = new Resolver({ timeout: TIMEOUT_MS, tries: TRIES })
     if (config.dnsServers.length > 0) resolver.setServers([...config.dnsServers])
+    const servers = (config.dnsServers.length > 0 ? config.dnsServers : nodeDns.getServers()).map(parseServer)
 
     const lookup = <A>(name: string, rrtype: string, f: () => Promise<A>) =>
       Effect.tryPromise({
@@ -30,11 +53,54 @@ export const dnsLayer = Layer.effect(
         },
       })
 
+    const cache = new Map<string, Entry>()
+    const inFlight = new Map<string, Deferred.Deferred<ReadonlyArray<unknown>, DnsError>>()
+
+    /** Asks the servers; the exit and how many seconds it may be kept (0: not at all). */
+    const fetch = (name: string, rrtype: string) =>
+      Effect.promise(() =>
+        ask(servers, name, rrtype, { timeoutMs: TIMEOUT_MS, tries: TRIES }).then(
+          (a) => ({ exit: Exit.succeed(a.records as ReadonlyArray<unknown>), ttl: a.ttl ?? 0 }),
+          (e: unknown) => {
+            const err = e instanceof WireError ? e : new WireError("EUNKNOWN", String(e))
+            const error = new DnsError({ message: `DNS ${rrtype} lookup of ${name}: ${err.message}`, code: err.code, name, rrtype })
+            return { exit: Exit.fail(error) as Exit.Exit<ReadonlyArray<unknown>, DnsError>, ttl: err.ttl ?? 0 }
+          },
+        )
+      )
+
+    const resolve = (name: string, rrtype: string): Effect.Effect<ReadonlyArray<unknown>, DnsError> =>
+      Effect.gen(function*() {
+        const key = `${rrtype.toUpperCase()} ${name.toLowerCase().replace(/\.$/, "")}`
+        const now = yield* Clock.currentTimeMillis
+        const kept = cache.get(key)
+        if (kept && kept.expiresAt > now) return yield* kept.exit
+        const pending = inFlight.get(key)
+        if (pending) return yield* Deferred.await(pending)
+        const mine = yield* Deferred.make<ReadonlyArray<unknown>, DnsError>()
+        inFlight.set(key, mine)
+        const exit = yield* Effect.gen(function*() {
+          const { exit, ttl } = yield* fetch(name, rrtype)
+          const seconds = Math.min(Math.max(0, ttl), MAX_TTL_SECONDS)
+          cache.delete(key)
+          if (seconds > 0) {
+            cache.set(key, { expiresAt: now + seconds * 1000, exit })
+            if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!)
+          }
+          yield* Deferred.done(mine, exit)
+          return exit
+        }).pipe(
+          // Whoever waits on this question is never left hanging (interrupt is a no-op once done).
+          Effect.ensuring(Effect.andThen(Effect.sync(() => inFlight.delete(key)), Deferred.interrupt(mine))),
+        )
+        return yield* exit
+      })
+
     return Dns.of({
       txt: (name) => lookup(name, "TXT", () => resolver.resolveTxt(name)),
       mx: (name) => lookup(name, "MX", () => resolver.resolveMx(name) as Promise<Array<MxRecord>>),
       a: (name) => lookup(name, "A", () => resolver.resolve4(name)),
-      resolve: (name, rrtype) => lookup(name, rrtype, () => resolver.resolve(name, rrtype) as Promise<Array<unknown>>),
+      resolve,
     })
   }),
 )

@@ -1,10 +1,9 @@
 /**
  * What the MX and the sandbox SMTP servers share: the reply type their session policies fail
- * with, the bridge from an Effect step to smtp-server's callbacks, and reading DATA (size limit,
- * a client that leaves before the final dot).
+ * with, the one local-error reply, turning a step's failures and defects into replies, and the
+ * bridge from an Effect step to smtp-server's callbacks.
  */
 import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
-import type { SMTPServerDataStream } from "smtp-server"
 
 /** An SMTP answer other than success; the server writes `code message`. */
 export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
@@ -12,10 +11,32 @@ export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
   message: Schema.String,
 }) {}
 
+export const reply = (code: number, message: string) => new SmtpReply({ code, message })
+
+/** Recipients per message on both servers; more get 452 and are retried in another transaction. */
+export const MAX_RECIPIENTS = 100
+
+/** Something went wrong on our side: the sender keeps the message and tries again later. */
+export const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try again later")
+
 /** An Error smtp-server writes as `responseCode message`. */
 export const smtpError = (r: { code: number; message: string }) => Object.assign(new Error(r.message), { responseCode: r.code })
 
-export const LOCAL_ERROR = { code: 451, message: "4.3.0 Local error in processing, try again later" }
+/**
+ * Failures and defects alike end in a reply: `table` maps a service error to its reply (or
+ * LOCAL_ERROR); the cause of a local error is logged as `<server>: local error`.
+ */
+export const replyingWith = (server: string, table: (e: { readonly _tag: string; readonly message?: string }) => SmtpReply) =>
+<A, R>(effect: Effect.Effect<A, { readonly _tag: string }, R>): Effect.Effect<A, SmtpReply, R> =>
+  effect.pipe(
+    Effect.catchCause((cause) => {
+      const failure = cause.reasons.find(Cause.isFailReason)
+      const answer = failure ? table(failure.error) : LOCAL_ERROR
+      return (answer === LOCAL_ERROR ? Effect.logError(`${server}: local error`, cause) : Effect.void).pipe(
+        Effect.andThen(Effect.fail(answer)),
+      )
+    }),
+  )
 
 /**
  * Runs a session step on the runtime and hands its outcome to an smtp-server callback: the
@@ -33,42 +54,4 @@ export const stepRunner = (runtime: ManagedRuntime.ManagedRuntime<any, any>, ser
     // Only when the runtime itself is gone (shutting down).
     () => done(smtpError(LOCAL_ERROR)),
   )
-}
-
-/**
- * Collects a DATA stream. A client that leaves before the final dot gets 451 and nothing is
- * handed on; an oversized message gets 552. Otherwise `complete` receives the bytes and owes
- * `callback` its answer.
- */
-export const readMessage = (
-  stream: SMTPServerDataStream,
-  maxBytes: number,
-  callback: (err: Error | null) => void,
-  complete: (raw: Buffer) => void,
-) => {
-  const chunks: Array<Buffer> = []
-  let kept = 0
-  let gone = false
-  stream.on("data", (chunk: Buffer) => {
-    // Past the limit the bytes are counted by smtp-server, not kept: the answer is 552 anyway.
-    if (kept <= maxBytes) {
-      chunks.push(chunk)
-      kept += chunk.length
-    }
-  })
-  // The client left before the final dot: drop what we have, store and charge nothing.
-  stream.once("error", () => {
-    gone = true
-    chunks.length = 0
-    callback(smtpError({ code: 451, message: "4.4.2 Connection lost during DATA" }))
-  })
-  stream.once("end", () => {
-    if (gone) return
-    if (stream.sizeExceeded) {
-      return callback(smtpError({ code: 552, message: `5.3.4 Message exceeds the size limit of ${maxBytes} bytes` }))
-    }
-    const raw = Buffer.concat(chunks)
-    chunks.length = 0
-    complete(raw)
-  })
 }

@@ -3,22 +3,38 @@
  * SMTP_PORT. smtp-server speaks the protocol (pipelining, SIZE, the recipient cap, the
  * early-talker guard, command limits); `session.ts` decides what to answer. A message is answered
  * 250 only after its storing transaction committed; a client that goes away before the final dot
- * leaves nothing stored and nothing charged.
+ * leaves nothing stored and nothing charged. At most SMTP_MAX_SESSIONS_PER_IP sessions per client
+ * address; message bytes live within the process's SMTP_MEMORY_BYTES (./data.ts).
  *
  * No AUTH here: an MX takes mail from anyone for our domains. STARTTLS is offered with the
  * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
-import { SMTPServer, type SMTPServerSession } from "smtp-server"
+import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
-import { readMessage, stepRunner } from "./common.ts"
-import { type MxSessionState, newSessionState, onMessage, onRecipient } from "./session.ts"
-import { smtpTls } from "./tls.ts"
+import { MAX_RECIPIENTS, smtpError, stepRunner } from "./common.ts"
+import { prepareSpool, readMessage } from "./data.ts"
+import { sessionsPerIp, SmtpMemory } from "./limits.ts"
+import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
+import { type SmtpTls, smtpTls } from "./tls.ts"
 
-/** Recipients per message; more get 452 and are retried by the sender in another transaction. */
-export const MAX_RECIPIENTS = 100
+/** The MX's smtp-server options, apart from its handlers. */
+export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOptions => ({
+  name: settings.mxHost,
+  banner: "inbound mail",
+  size: settings.maxMessageBytes,
+  rejectOversized: true,
+  maxRecipients: MAX_RECIPIENTS,
+  disableReverseLookup: true,
+  disabledCommands: tls.enabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
+  ...tls.options,
+  logger: false,
+  socketTimeout: 60_000,
+  closeTimeout: 10_000,
+  maxClients: 1_000,
+})
 
 export const startMx = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) => {
   const tls = await smtpTls(runtime, settings, "mx")
@@ -29,45 +45,51 @@ export const startMx = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, 
       if (!state) states.set(session.id, (state = newSessionState()))
       return state
     }
-
-    /** Runs a session step and hands its outcome to smtp-server's callback. */
     const run = stepRunner(runtime, "mx")
+    const sessions = sessionsPerIp(settings.smtpMaxSessionsPerIp)
+    const data = { maxBytes: settings.maxMessageBytes, spoolDir: prepareSpool(settings.dataDir), memory: runtime.runSync(SmtpMemory.useSync((m) => m)) }
 
     const server = new SMTPServer({
-      name: settings.mxHost,
-      banner: "inbound mail",
-      size: settings.maxMessageBytes,
-      rejectOversized: true,
-      maxRecipients: MAX_RECIPIENTS,
-      disableReverseLookup: true,
-      disabledCommands: tls.enabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
-      ...tls.options,
-      logger: false,
-      socketTimeout: 60_000,
-      closeTimeout: 10_000,
-      maxClients: 1_000,
+      ...mxServerOptions(settings, tls),
+
+      onConnect(session, callback) {
+        const refused = sessions.enter(session)
+        callback(refused ? smtpError(refused) : null)
+      },
+
+      onMailFrom(_address, session, callback) {
+        const state = stateOf(session)
+        // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
+        if (state.envelope.held.size === 0 && state.envelope.routes.size === 0) return callback()
+        run(onMailFrom(state), (err) => callback(err))
+      },
 
       onRcptTo(address, session, callback) {
-        run(onRecipient(stateOf(session), address.address, session.envelope.rcptTo.map((r) => r.address)), (err) => callback(err))
+        run(onRecipient(stateOf(session), address.address), (err) => callback(err))
       },
 
       onData(stream, session, callback) {
-        readMessage(stream, settings.maxMessageBytes, callback, (raw) => {
+        readMessage(stream, data, callback, (message, finish) => {
           const delivery = {
-            raw,
+            raw: message,
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             recipients: session.envelope.rcptTo.map((r) => r.address),
-            client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "" },
-            // {protocol, cipher} or null, for the stored message (ingest records it).
-            tls: tls.facts(session),
+            // tls: {protocol, cipher} or null, recorded on the stored message (ESMTPS in its Received line).
+            client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "", tls: tls.facts(session) },
           }
-          run(onMessage(delivery), (err, text) => (err ? callback(err) : callback(null, text)))
+          run(onMessage(stateOf(session), delivery), (err, text) => {
+            finish()
+            err ? callback(err) : callback(null, text)
+          })
         })
       },
 
       onClose(session) {
+        sessions.leave(session)
+        const state = states.get(session.id)
         states.delete(session.id)
         tls.forget(session)
+        if (state) runtime.runFork(endTransaction(state))
       },
     })
     const detach = tls.attach(server)

@@ -3,10 +3,10 @@
  * of DATA answer. `src/smtp/sandbox.ts` feeds smtp-server's callbacks through here; tests call it
  * directly. The reply table below is where sandbox service errors become SMTP replies.
  */
-import { Cause, Effect } from "effect"
+import { Effect } from "effect"
 import { type SandboxLogin, SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import { Sandbox, type Submission } from "../../effects/sandbox/service.ts"
-import { LOCAL_ERROR, SmtpReply } from "./common.ts"
+import { LOCAL_ERROR, reply, replyingWith, SmtpReply } from "./common.ts"
 
 /** Failed AUTH attempts a connection may make before it is dropped with 421. */
 export const MAX_AUTH_FAILURES = 5
@@ -20,10 +20,6 @@ export interface SandboxSessionState {
 }
 
 export const newSandboxSessionState = (): SandboxSessionState => ({ login: null, authFailures: 0, admitted: false })
-
-const reply = (code: number, message: string) => new SmtpReply({ code, message })
-
-const LOCAL = reply(LOCAL_ERROR.code, LOCAL_ERROR.message)
 
 /** Service error → SMTP reply. Anything not listed is a local, temporary failure. */
 export const toSandboxReply = (e: { readonly _tag: string; readonly message?: string }): SmtpReply => {
@@ -40,19 +36,11 @@ export const toSandboxReply = (e: { readonly _tag: string; readonly message?: st
     case "SmtpReply":
       return e as SmtpReply
     default:
-      return LOCAL
+      return LOCAL_ERROR
   }
 }
 
-/** Failures and defects alike end in a reply; the cause of a local error is logged. */
-const replying = <A, R>(effect: Effect.Effect<A, { readonly _tag: string }, R>) =>
-  effect.pipe(
-    Effect.catchCause((cause) => {
-      const failure = cause.reasons.find(Cause.isFailReason)
-      const answer = failure ? toSandboxReply(failure.error) : LOCAL
-      return (answer === LOCAL ? Effect.logError("sandbox: local error", cause) : Effect.void).pipe(Effect.andThen(Effect.fail(answer)))
-    }),
-  )
+const replying = replyingWith("sandbox", toSandboxReply)
 
 /** A login that no longer holds (revoked, password regenerated, account disabled) cannot go on. */
 const stillSignedIn = (state: SandboxSessionState) =>

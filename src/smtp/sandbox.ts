@@ -13,19 +13,41 @@
  * TLS (tls.ts): STARTTLS on SANDBOX_SMTP_PORT and implicit TLS on SANDBOX_SMTPS_PORT (a second
  * listener with the same session policy). AUTH stays allowed without TLS (allowInsecureAuth), as
  * SPEC.md's clients expect; the credentials only ever capture.
+ *
+ * Limits as on the MX: SMTP_MAX_SESSIONS_PER_IP sessions per client address (per listener), message
+ * bytes within the process's SMTP_MEMORY_BYTES (large messages spool to DATA_DIR, ./data.ts).
  */
 import { Effect, type ManagedRuntime } from "effect"
 import type { AddressInfo } from "node:net"
-import { SMTPServer, type SMTPServerSession } from "smtp-server"
+import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import type { Listener } from "../listeners.ts"
-import { readMessage, stepRunner } from "./common.ts"
+import { MAX_RECIPIENTS, smtpError, stepRunner } from "./common.ts"
+import { prepareSpool, readMessage } from "./data.ts"
+import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
-import { smtpTls } from "./tls.ts"
+import { type SmtpTls, smtpTls } from "./tls.ts"
 
-/** Recipients per message, as on the MX; more get 452. */
-export const MAX_RECIPIENTS = 100
+/** The sandbox's smtp-server options, apart from its handlers. */
+export const sandboxServerOptions = (settings: Settings, tls: SmtpTls, implicitTls: boolean): SMTPServerOptions => ({
+  name: settings.sandboxSmtpHost,
+  banner: "sandbox: mail is captured, never delivered",
+  size: settings.maxMessageBytes,
+  rejectOversized: true,
+  maxRecipients: MAX_RECIPIENTS,
+  disableReverseLookup: true,
+  disabledCommands: tls.enabled && !implicitTls ? [] : ["STARTTLS"],
+  ...tls.options,
+  secure: implicitTls,
+  authMethods: ["PLAIN", "LOGIN"],
+  allowInsecureAuth: true,
+  authRequiredMessage: "5.7.0 Authentication required",
+  logger: false,
+  socketTimeout: 60_000,
+  closeTimeout: 10_000,
+  maxClients: 1_000,
+})
 
 /** `implicitTls`: the SANDBOX_SMTPS_PORT listener (TLS from the first byte, no STARTTLS). */
 export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings, implicitTls = false) => {
@@ -39,24 +61,16 @@ export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<an
       return state
     }
     const run = stepRunner(runtime, "sandbox")
+    const sessions = sessionsPerIp(settings.smtpMaxSessionsPerIp)
+    const data = { maxBytes: settings.maxMessageBytes, spoolDir: prepareSpool(settings.dataDir), memory: runtime.runSync(SmtpMemory.useSync((m) => m)) }
 
     const server = new SMTPServer({
-      name: settings.sandboxSmtpHost,
-      banner: "sandbox: mail is captured, never delivered",
-      size: settings.maxMessageBytes,
-      rejectOversized: true,
-      maxRecipients: MAX_RECIPIENTS,
-      disableReverseLookup: true,
-      disabledCommands: tls.enabled && !implicitTls ? [] : ["STARTTLS"],
-      ...tls.options,
-      secure: implicitTls,
-      authMethods: ["PLAIN", "LOGIN"],
-      allowInsecureAuth: true,
-      authRequiredMessage: "5.7.0 Authentication required",
-      logger: false,
-      socketTimeout: 60_000,
-      closeTimeout: 10_000,
-      maxClients: 1_000,
+      ...sandboxServerOptions(settings, tls, implicitTls),
+
+      onConnect(session, callback) {
+        const refused = sessions.enter(session)
+        callback(refused ? smtpError(refused) : null)
+      },
 
       onAuth(auth, session, callback) {
         run(onAuth(stateOf(session), auth.username ?? "", auth.password ?? ""), (err, login) =>
@@ -72,7 +86,7 @@ export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<an
       },
 
       onData(stream, session, callback) {
-        readMessage(stream, settings.maxMessageBytes, callback, (raw) => {
+        readMessage(stream, data, callback, (raw, finish) => {
           const submission = {
             raw,
             mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
@@ -80,11 +94,15 @@ export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<an
             // {protocol, cipher} or null, for the captured message (the sandbox records it).
             tls: tls.facts(session),
           }
-          run(onMessage(stateOf(session), submission), (err, text) => (err ? callback(err) : callback(null, text)))
+          run(onMessage(stateOf(session), submission), (err, text) => {
+            finish()
+            err ? callback(err) : callback(null, text)
+          })
         })
       },
 
       onClose(session) {
+        sessions.leave(session)
         states.delete(session.id)
         tls.forget(session)
       },

@@ -1,14 +1,14 @@
 /**
- * The MX session policy, free of sockets: what to answer at RCPT TO and at the end of DATA.
- * `src/smtp/mx.ts` feeds smtp-server's callbacks through here; tests call it directly.
+ * The MX session policy, free of sockets: what to answer at MAIL FROM, RCPT TO and the end of
+ * DATA. `src/smtp/mx.ts` feeds smtp-server's callbacks through here; tests call it directly.
  *
  * The reply table below is the one place where service errors become SMTP replies
  * (enhanced status codes per RFC 3463 lead the text).
  */
-import { Cause, Effect } from "effect"
-import type { Route } from "../../effects/addresses/schema.ts"
+import { Effect } from "effect"
+import { type Envelope, newEnvelope } from "../../effects/ingest/admission.ts"
 import { type Delivery, Ingest } from "../../effects/ingest/service.ts"
-import { SmtpReply } from "./common.ts"
+import { LOCAL_ERROR, reply, replyingWith, SmtpReply } from "./common.ts"
 
 export { SmtpReply }
 
@@ -17,16 +17,12 @@ export const MAX_BAD_RECIPIENTS = 20
 
 /** Per-connection state kept by the server between commands. */
 export interface MxSessionState {
-  /** Routes of recipients accepted on this connection, by lowercase envelope address. */
-  readonly routes: Map<string, Route>
+  /** The current transaction: the addresses its recipients reach and the money held for them. */
+  readonly envelope: Envelope
   badRecipients: number
 }
 
-export const newSessionState = (): MxSessionState => ({ routes: new Map(), badRecipients: 0 })
-
-const reply = (code: number, message: string) => new SmtpReply({ code, message })
-
-const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try again later")
+export const newSessionState = (): MxSessionState => ({ envelope: newEnvelope(), badRecipients: 0 })
 
 /** Service error → SMTP reply. Anything not listed is a local, temporary failure. */
 export const toReply = (e: { readonly _tag: string }, rcpt?: string): SmtpReply => {
@@ -47,41 +43,37 @@ export const toReply = (e: { readonly _tag: string }, rcpt?: string): SmtpReply 
   }
 }
 
-/** Failures and defects alike end in a reply; the cause of a local error is logged. */
-const replying = <A, R>(effect: Effect.Effect<A, { readonly _tag: string }, R>, rcpt?: string) =>
-  effect.pipe(
-    Effect.catchCause((cause) => {
-      const failure = cause.reasons.find(Cause.isFailReason)
-      const answer = failure ? toReply(failure.error, rcpt) : LOCAL_ERROR
-      return (answer === LOCAL_ERROR ? Effect.logError("mx: local error", cause) : Effect.void).pipe(
-        Effect.andThen(Effect.fail(answer)),
-      )
-    }),
-  )
+const replying = (rcpt?: string) => replyingWith("mx", (e) => toReply(e, rcpt))
 
-/**
- * RCPT TO. `envelope` holds the recipients already accepted in this transaction (their charges
- * count against the wallet together with this one).
- */
-export const onRecipient = (state: MxSessionState, recipient: string, envelope: ReadonlyArray<string>) =>
+/** Ends the current transaction (a new MAIL FROM, or the connection closing): its holds are freed. */
+export const endTransaction = (state: MxSessionState) => Ingest.use((ingest) => ingest.release(state.envelope))
+
+/** MAIL FROM starts a transaction; whatever the previous one (if RSET) still held is let go. */
+export const onMailFrom = endTransaction
+
+/** RCPT TO: the recipient reaches an address and its owner can pay for one more copy. */
+export const onRecipient = (state: MxSessionState, recipient: string) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
-    const accepted = envelope.flatMap((a) => state.routes.get(a.toLowerCase()) ?? [])
-    const admitted = yield* Effect.result(replying(ingest.admit(recipient, accepted), recipient))
+    const admitted = yield* Effect.result(replying(recipient)(ingest.admit(recipient, state.envelope)))
     if (admitted._tag === "Failure") {
       if (admitted.failure.code >= 500 && ++state.badRecipients >= MAX_BAD_RECIPIENTS) {
         return yield* reply(421, "4.7.0 Too many rejected recipients, closing connection")
       }
       return yield* admitted.failure
     }
-    state.routes.set(recipient.toLowerCase(), admitted.success)
     return admitted.success
   })
 
-/** End of DATA: stores the message; the text of the 250 names the stored message ids. */
-export const onMessage = (delivery: Delivery) =>
+/**
+ * End of DATA: stores the message for the recipients admitted at RCPT (or, without any, for the
+ * delivery's recipients looked up now); the text of the 250 names the stored message ids. The
+ * transaction's holds are freed once it is answered, after the commit.
+ */
+export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "routes">) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
-    const ids = yield* replying(ingest.deliver(delivery))
+    const routes = [...state.envelope.routes.values()]
+    const ids = yield* replying()(ingest.deliver(routes.length > 0 ? { ...delivery, routes } : delivery))
     return `2.0.0 OK: stored as ${ids.join(",")}`
-  })
+  }).pipe(Effect.ensuring(endTransaction(state)))

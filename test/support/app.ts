@@ -52,6 +52,8 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   tlsKeyFile: Option.none(),
   sandboxSmtpsPort: 0,
   production: false,
+  smtpMaxSessionsPerIp: 20,
+  smtpMemoryBytes: 256 * 1024 * 1024,
   ...overrides,
 })
 

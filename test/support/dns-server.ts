@@ -8,9 +8,12 @@ import * as fs from "node:fs"
 
 const { Packet } = dns2
 
-export type RecordType = "A" | "MX" | "TXT"
+export type RecordType = "A" | "MX" | "TXT" | "AAAA" | "PTR" | "CNAME"
 
-/** A: "1.2.3.4"; MX: "10 mx.example" ; TXT: the text (split into 255-byte strings on the wire). */
+/**
+ * A: "1.2.3.4"; MX: "10 mx.example" ; TXT: the text (split into 255-byte strings on the wire);
+ * AAAA: "2001:db8::1"; PTR and CNAME: a host name.
+ */
 export type Zone = Record<string, Partial<Record<RecordType, ReadonlyArray<string>>>>
 
 export interface TestDnsServer {
@@ -27,6 +30,14 @@ export interface TestDnsServer {
   readonly slow: (name: string, ms: number) => void
   /** How many questions were answered (to prove lookups really went over DNS). */
   readonly queries: () => number
+  /** The TTL of the records of `name` (1 second unless set). */
+  readonly ttl: (name: string, seconds: number) => void
+  /** Negative answers carry an SOA with this minimum TTL (RFC 2308); `undefined`: no SOA (the default). */
+  readonly negativeTtl: (seconds: number | undefined) => void
+  /** Answers over UDP arrive truncated (TC, no records), so resolvers must ask again over TCP. */
+  readonly truncateUdp: (on: boolean) => void
+  /** Questions answered over TCP. */
+  readonly tcpQueries: () => number
   readonly close: () => Promise<void>
 }
 
@@ -45,7 +56,11 @@ export const zoneFixture = (file: string): Zone =>
 export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer> => {
   const zone = new Map<string, Map<RecordType, ReadonlyArray<string>>>()
   const failing = new Set<string>()
+  const ttls = new Map<string, number>()
+  let soaMinimum: number | undefined
+  let truncating = false
   let answered = 0
+  let overTcp = 0
   const set = (name: string, type: RecordType, values: ReadonlyArray<string>) => {
     const n = norm(name)
     if (!zone.has(n)) zone.set(n, new Map())
@@ -59,13 +74,14 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
   load(initial)
 
   const delays = new Map<string, number>()
-  const handle = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => {
+  const handle = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>, udp: boolean) => {
     const delay = delays.get(norm(request.questions[0]?.name ?? "")) ?? 0
-    if (delay > 0) return void setTimeout(() => answer(request, send), delay)
-    answer(request, send)
+    if (delay > 0) return void setTimeout(() => answer(request, send, udp), delay)
+    answer(request, send, udp)
   }
-  const answer = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => {
+  const answer = (request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>, udp: boolean) => {
     answered++
+    if (!udp) overTcp++
     const response = Packet.createResponseFromRequest(request)
     const [question] = request.questions
     const name = norm(question?.name ?? "")
@@ -74,11 +90,32 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
       response.header.rcode = Packet.RCODE.SERVFAIL
       return void send(response)
     }
-    if (!question || !records) {
-      response.header.rcode = Packet.RCODE.NXDOMAIN
+    if (udp && truncating) {
+      response.header.tc = 1
       return void send(response)
     }
-    const base = { name: question.name, class: Packet.CLASS.IN, ttl: 1 }
+    const soa = () => {
+      if (soaMinimum === undefined) return
+      response.authorities.push({
+        name: name.split(".").slice(-2).join("."),
+        type: Packet.TYPE.SOA,
+        class: Packet.CLASS.IN,
+        ttl: 3600,
+        primary: "ns.test",
+        admin: "hostmaster.test",
+        serial: 1,
+        refresh: 3600,
+        retry: 600,
+        expiration: 86400,
+        minimum: soaMinimum,
+      } as never)
+    }
+    if (!question || !records) {
+      response.header.rcode = Packet.RCODE.NXDOMAIN
+      soa()
+      return void send(response)
+    }
+    const base = { name: question.name, class: Packet.CLASS.IN, ttl: ttls.get(name) ?? 1 }
     if (question.type === Packet.TYPE.A) {
       for (const address of records.get("A") ?? []) response.answers.push({ ...base, type: Packet.TYPE.A, address } as never)
     } else if (question.type === Packet.TYPE.MX) {
@@ -88,15 +125,27 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
       }
     } else if (question.type === Packet.TYPE.TXT) {
       for (const text of records.get("TXT") ?? []) response.answers.push({ ...base, type: Packet.TYPE.TXT, data: chunks(text) } as never)
+    } else if (question.type === Packet.TYPE.AAAA) {
+      for (const address of records.get("AAAA") ?? []) response.answers.push({ ...base, type: Packet.TYPE.AAAA, address } as never)
+    } else if (question.type === Packet.TYPE.PTR || question.type === Packet.TYPE.CNAME) {
+      const type = question.type === Packet.TYPE.PTR ? "PTR" : "CNAME"
+      for (const domain of records.get(type) ?? []) response.answers.push({ ...base, type: question.type, domain } as never)
     }
+    if (response.answers.length === 0) soa()
     void send(response)
   }
 
-  const udp = dns2.createServer({ udp: true, handle: handle as never })
+  const udp = dns2.createServer({
+    udp: true,
+    handle: ((request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => handle(request, send, true)) as never,
+  })
   const udpAddresses = await udp.listen({ udp: { port: 0, address: "127.0.0.1" } })
   const port = (udpAddresses as unknown as { udp: { port: number } }).udp.port
   // Same port over TCP, where resolvers retry answers too large for UDP.
-  const tcp = dns2.createServer({ tcp: true, handle: handle as never })
+  const tcp = dns2.createServer({
+    tcp: true,
+    handle: ((request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => handle(request, send, false)) as never,
+  })
   await tcp.listen({ tcp: { port, address: "127.0.0.1" } })
 
   return {
@@ -117,6 +166,10 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
       else delays.delete(norm(name))
     },
     queries: () => answered,
+    ttl: (name, seconds) => void ttls.set(norm(name), seconds),
+    negativeTtl: (seconds) => void (soaMinimum = seconds),
+    truncateUdp: (on) => void (truncating = on),
+    tcpQueries: () => overTcp,
     close: async () => {
       await Promise.all([udp.close(), tcp.close()])
     },

@@ -1,8 +1,8 @@
 /**
  * Inbound fixtures for the event-delivery tests: addresses and messages written with direct SQL
  * (only the columns of 004_inbound.sql that ingest guarantees), and a store step that calls the
- * MessageEvents subscribers exactly as ingest does: `stored` inside the storing transaction,
- * `committed` after it.
+ * MessageEvents subscribers exactly as ingest does: `stored` inside the storing transaction, and
+ * what it answers run after the commit.
  */
 import { Clock, Effect } from "effect"
 import { MessageEvents, type StoredMessage } from "../../effects/ingest/events.ts"
@@ -38,7 +38,7 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
     const db = yield* Database
     const events = yield* MessageEvents
     const at = new Date(Number(yield* Clock.currentTimeMillis))
-    const message = yield* db.transaction(Effect.gen(function*() {
+    const { message, afterCommit } = yield* db.transaction(Effect.gen(function*() {
       const [row] = yield* db.query<{ id: number }>(
         `INSERT INTO inbound_messages (address_id, user_id, from_addr, to_addr, subject, text_body, headers, received_at, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
@@ -65,11 +65,11 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
         headers: {},
         receivedAt: at,
       }
-      yield* events.stored(stored)
+      const afterCommit = yield* events.stored([stored])
       if (options.failAfterStored) return yield* Effect.fail("rolled back on purpose" as const)
-      return stored
+      return { message: stored, afterCommit }
     }))
-    yield* events.committed(message)
+    yield* afterCommit
     return message
   })
 

@@ -1,0 +1,222 @@
+/**
+ * MX ingest benchmark (issue 9). Load comes from postfix `smtp-source` (separate processes); the
+ * service runs as its own process (`node src/main.ts`, PGlite or PostgreSQL), and in the same run
+ * two peers take the same load: `smtp-sink` (the ceiling) and a bare smtp-server + mailparser
+ * that discards (bench/mx-peer.ts). The service does everything for real: SPF/DKIM/DMARC against
+ * a loopback DNS server, parsing, storing and charging 5 TZS per message.
+ *
+ * Reported per case: msgs/s, the ratio to the discarding peer, p99 end-of-DATA → 250 (one probe
+ * session riding along with the load), peak RSS of the service process (VmHWM; PostgreSQL's own
+ * memory is not in it), and separately accepted → webhook-received latency at 200 msgs/s.
+ *
+ *   npm run bench -- mx                       # every case, PGlite and PostgreSQL
+ *   BENCH_QUICK=1 npm run bench -- mx         # fewer messages
+ *   BENCH_ENGINES=pglite BENCH_CASES=reuse npm run bench -- mx
+ *   BENCH_DATABASE_URL=postgres://…           # the server for the PostgreSQL cases (default: the CI one)
+ *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
+ */
+import { ConfigProvider, Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Billing } from "../effects/billing/service.ts"
+import { Database } from "../effects/ports/Database.ts"
+import { randomHexSync } from "../effects/shared/crypto.ts"
+import { Webhooks } from "../effects/webhooks/service.ts"
+import { loadSettings } from "../src/config.ts"
+import { openPglite } from "../src/db/pglite.ts"
+import { openPostgres } from "../src/db/postgres.ts"
+import { quietLoggerLayer } from "../src/logger.ts"
+import { makeRuntime } from "../src/runtime.ts"
+import { startDnsServer } from "../test/support/dns-server.ts"
+import { freePort, pacedSender, peakRssMiB, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
+
+type Engine = "pglite" | "postgres"
+const QUICK = process.env.BENCH_QUICK === "1"
+const PG_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>
+const scale = (n: number) => (QUICK ? Math.ceil(n / 4) : n)
+
+const LOADS = [
+  { key: "reuse", label: "2 KiB, 20 sessions reusing connections", size: 2048, sessions: 20, reuse: true, messages: scale(4000) },
+  { key: "once", label: "2 KiB, 200 sessions, 1 message each", size: 2048, sessions: 200, reuse: false, messages: scale(2000) },
+  { key: "large", label: "100 KiB, 20 sessions", size: 100 * 1024, sessions: 20, reuse: true, messages: scale(800) },
+].filter((l) => !process.env.BENCH_CASES || process.env.BENCH_CASES.split(",").includes(l.key))
+
+const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
+const dns = await startDnsServer({
+  "sender.example": { TXT: ["v=spf1 ip4:127.0.0.1 -all"] },
+  "_dmarc.sender.example": { TXT: ["v=DMARC1; p=none"] },
+})
+
+/** The service on `engine`, seeded with `accounts` funded accounts (one address each) before it starts. */
+const startService = async (engine: Engine, accounts: number, webhookUrl?: string) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-mx-"))
+  const [httpPort, smtpPort, sandboxPort] = [await freePort(), await freePort(), await freePort()]
+  let databaseUrl: string | undefined
+  let dropDatabase = async () => {}
+  if (engine === "postgres") {
+    const name = `bench_${randomHexSync(4)}`
+    const admin = openPostgres({ url: PG_URL, max: 1 })
+    await admin.source.query(`CREATE DATABASE ${name}`)
+    const url = new URL(PG_URL)
+    url.pathname = `/${name}`
+    databaseUrl = url.toString()
+    dropDatabase = async () => {
+      await admin.source.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await admin.close()
+    }
+  }
+  const env: Record<string, string> = {
+    PORT: String(httpPort),
+    SMTP_PORT: String(smtpPort),
+    SANDBOX_SMTP_PORT: String(sandboxPort),
+    DATA_DIR: dataDir,
+    DNS_SERVERS: dns.address,
+    LOG_LEVEL: "warn",
+    JWT_SECRET: randomHexSync(32),
+    SECRETS_KEY: randomHexSync(32),
+    PAYMENT_WEBHOOK_SECRET: randomHexSync(16),
+    SMTP_MAX_SESSIONS_PER_IP: "1000",
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  }
+  const settings = await Effect.runPromise(loadSettings(ConfigProvider.fromEnv({ env })))
+  const seeding = makeRuntime(settings, { workers: false, logger: quietLoggerLayer })
+  const addresses = await seeding.runPromise(Effect.gen(function*() {
+    const db = yield* Database
+    const out: Array<string> = []
+    for (let i = 0; i < accounts; i++) {
+      const [user] = yield* db.query<{ id: number }>(
+        "INSERT INTO users (name, email, email_verified) VALUES ($1, $2, true) RETURNING id",
+        [`bench ${i}`, `bench${i}@example.co.tz`],
+      )
+      const [address] = yield* db.query<{ id: number }>("INSERT INTO inbound_addresses (user_id, local_part) VALUES ($1, $2) RETURNING id", [
+        user!.id,
+        `bench${i}`,
+      ])
+      yield* Billing.use((b) => b.credit({ userId: user!.id, amount: 100_000_000, kind: "credit", reference: { type: "bench" } }))
+      if (webhookUrl) yield* Webhooks.use((w) => w.create(user!.id, { address_id: address!.id, url: webhookUrl }))
+      out.push(`bench${i}@${settings.platformDomain}`)
+    }
+    return out
+  }) as Effect.Effect<Array<string>, never, never>)
+  await seeding.dispose()
+
+  const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
+  const proc = run(process.execPath, [...profile, path.join(root, "src/main.ts")], env)
+  await waitUntil(async () => {
+    if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
+    return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)
+  }, 60_000, "the service")
+  return {
+    smtpPort,
+    addresses,
+    pid: proc.child.pid!,
+    /** Stops the service and counts what it stored. */
+    stop: async (): Promise<{ stored: number; ledger: number }> => {
+      proc.child.kill("SIGTERM")
+      await proc.exited
+      const count = "SELECT (SELECT count(*) FROM inbound_messages)::int8 AS stored, (SELECT count(*) FROM ledger_entries WHERE kind = 'debit')::int8 AS ledger"
+      let row: { stored: number; ledger: number }
+      if (databaseUrl) {
+        const c = openPostgres({ url: databaseUrl, max: 1 })
+        row = (await c.source.query(count))[0] as typeof row
+        await c.close()
+      } else {
+        const c = await openPglite({ dataDir })
+        row = (await c.source.query(count))[0] as typeof row
+        await c.close()
+      }
+      await dropDatabase()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+      return row
+    },
+  }
+}
+
+/** A peer process taking the same load: the ceiling (smtp-sink) or the discarding smtp-server. */
+const startPeer = async (kind: "sink" | "discard") => {
+  const port = await freePort()
+  const proc = kind === "sink"
+    ? run("/usr/sbin/smtp-sink", ["-u", "nobody", "-m", "1000", `127.0.0.1:${port}`, "1024"])
+    : run(process.execPath, [path.join(root, "bench/mx-peer.ts"), String(port)])
+  await waitUntil(() => proc.output().includes("ready") || kind === "sink", 10_000, kind)
+  await new Promise((r) => setTimeout(r, 300))
+  return { port, pid: proc.child.pid!, stop: async () => (proc.child.kill("SIGTERM"), await proc.exited) }
+}
+
+interface Row {
+  readonly load: string
+  readonly target: string
+  readonly msgsPerSecond: number
+  readonly ratio?: number
+  readonly p99?: number
+  readonly rssMiB?: number
+  readonly note?: string
+}
+const rows: Array<Row> = []
+const show = (r: Row) => {
+  rows.push(r)
+  console.log(JSON.stringify(r))
+}
+
+for (const load of LOADS) {
+  const peers: Record<string, number> = {}
+  for (const kind of ["sink", "discard"] as const) {
+    const peer = await startPeer(kind)
+    const messages = load.messages * (kind === "sink" ? 4 : 2)
+    const seconds = await smtpSource({ port: peer.port, recipients: ["bench@peer.localhost"], ...load, messages })
+    peers[kind] = messages / seconds
+    show({ load: load.label, target: kind === "sink" ? "smtp-sink" : "smtp-server + mailparser (discard)", msgsPerSecond: Math.round(peers[kind]!), rssMiB: peakRssMiB(peer.pid) })
+    await peer.stop()
+  }
+  for (const engine of ENGINES) {
+    for (const accounts of [1, 20]) {
+      const service = await startService(engine, accounts)
+      const p = probe(service.smtpPort, service.addresses[0]!, load.size)
+      const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
+      const probed = await p.stop()
+      const rss = peakRssMiB(service.pid)
+      const { stored, ledger } = await service.stop()
+      const expected = load.messages + probed
+      const rate = load.messages / seconds
+      show({
+        load: load.label,
+        target: `service, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`,
+        msgsPerSecond: Math.round(rate),
+        ratio: Number((rate / peers.discard!).toFixed(2)),
+        p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+        rssMiB: rss,
+        ...(stored !== expected || ledger !== expected ? { note: `stored ${stored}, ledger ${ledger}, expected ${expected}` } : {}),
+      })
+    }
+  }
+}
+
+// accepted → webhook received, at 200 msgs/s.
+const latency: Array<string> = []
+if (!process.env.BENCH_CASES || process.env.BENCH_CASES.split(",").includes("webhook")) {
+  for (const engine of ENGINES) {
+    const receiver = await webhookReceiver()
+    const service = await startService(engine, 1, receiver.url)
+    const accepted = await pacedSender(service.smtpPort, service.addresses[0]!, 200, QUICK ? 5 : 10)
+    await new Promise((r) => setTimeout(r, 2_000))
+    const lags = [...accepted].flatMap(([id, at]) => (receiver.received.has(id) ? [receiver.received.get(id)! - at] : []))
+    const rss = peakRssMiB(service.pid)
+    await service.stop()
+    await receiver.close()
+    const line = `accepted → webhook received at 200 msgs/s, ${engine}: ${lags.length}/${accepted.size} delivered, ` +
+      `p50 ${quantile(lags, 0.5).toFixed(1)} ms, p99 ${quantile(lags, 0.99).toFixed(1)} ms, max ${quantile(lags, 1).toFixed(1)} ms; peak RSS ${rss} MiB`
+    latency.push(line)
+    console.log(line)
+  }
+}
+
+await dns.close()
+console.log(`\nload average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (${os.cpus().length} CPUs)`)
+console.log("\n| load | target | msgs/s | ratio to discarding peer | p99 end-of-DATA → 250 (ms) | peak RSS (MiB) |")
+console.log("|---|---|---|---|---|---|")
+for (const r of rows) {
+  console.log(`| ${r.load} | ${r.target} | ${r.msgsPerSecond} | ${r.ratio ?? ""} | ${r.p99 ?? ""} | ${r.rssMiB ?? ""} |${r.note ? ` ${r.note}` : ""}`)
+}
+for (const l of latency) console.log(`\n${l}`)

@@ -1,0 +1,32 @@
+/**
+ * A received message's bytes, wherever they are: in memory (most mail) or in a spool file (large
+ * mail, src/smtp/spool.ts). Authentication and parsing read them as streams, so a large message
+ * is never held as one buffer next to its copies, and the trace header goes in front of the
+ * stream instead of being concatenated with the body.
+ */
+import { Readable } from "node:stream"
+
+export interface MessageBytes {
+  readonly size: number
+  /** A fresh stream of the bytes, `prefix` (the trace header) first. */
+  readonly stream: (prefix?: Uint8Array) => Readable
+  /** Every byte at once (reads a spool file). */
+  readonly read: () => Promise<Buffer>
+  /** Lets go of the bytes (removes a spool file); idempotent. */
+  readonly dispose: () => Promise<void>
+}
+
+/** Bytes held in memory, as the chunks they arrived in. */
+export const inMemory = (data: Uint8Array | ReadonlyArray<Uint8Array>): MessageBytes => {
+  const chunks = (data instanceof Uint8Array ? [data] : data).map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength))
+  const size = chunks.reduce((n, c) => n + c.length, 0)
+  return {
+    size,
+    stream: (prefix) => Readable.from(prefix && prefix.length > 0 ? [Buffer.from(prefix), ...chunks] : chunks, { objectMode: false }),
+    read: async () => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
+    dispose: async () => undefined,
+  }
+}
+
+export const isMessageBytes = (u: unknown): u is MessageBytes =>
+  typeof u === "object" && u !== null && !(u instanceof Uint8Array) && typeof (u as MessageBytes).stream === "function"

@@ -1,0 +1,105 @@
+/**
+ * RCPT-time lookups: which address an envelope recipient reaches, whether its receiving domain
+ * is in service, and the owner's wallet balance, in one query for every recipient asked about in
+ * the same tick (Effect `RequestResolver`): 20 sessions saying RCPT at once cost one round trip,
+ * not twenty. Matching is case-insensitive and ignores a `+tag` (`Info+news@` reaches `info`).
+ *
+ * Nothing is cached, so deleting an address stops its mail on the very next RCPT.
+ */
+import { Context, Effect, Exit, Layer, Request, RequestResolver } from "effect"
+import { DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
+import type { Route } from "../addresses/schema.ts"
+import { parseRecipient } from "../addresses/service.ts"
+import { AppConfig } from "../config.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+import { normalizeDomain } from "../receiving-domains/schema.ts"
+
+/** A recipient that reaches an inbound address (charged per copy). */
+export interface Mailbox {
+  readonly _tag: "Mailbox"
+  readonly route: Route
+  /** The owner's wallet balance when looked up. */
+  readonly balance: number
+}
+
+/**
+ * What a recipient is. Only mailboxes exist today; another class (VERP bounces, taken free of
+ * charge) becomes another member here and its own branch in `Ingest.admit`.
+ */
+export type RecipientTarget = Mailbox
+
+export type LookupError = UnknownRecipient | DomainSuspended | DbError
+
+interface Lookup extends Request.Request<RecipientTarget, LookupError> {
+  readonly _tag: "Lookup"
+  readonly recipient: string
+  readonly localPart: string
+  readonly domain: string
+}
+const Lookup = Request.tagged<Lookup>("Lookup")
+
+interface Row {
+  readonly ord: number
+  readonly id: number
+  readonly user_id: number
+  readonly retention_days: number
+  readonly status: string | null
+  readonly balance: number
+}
+
+export interface RecipientsShape {
+  readonly lookup: (recipient: string) => Effect.Effect<RecipientTarget, LookupError>
+}
+
+export class Recipients extends Context.Service<Recipients, RecipientsShape>()("app/Recipients") {
+  static readonly layer = Layer.effect(
+    Recipients,
+    Effect.gen(function*() {
+      const db = yield* Database
+      const config = yield* AppConfig
+      const platformDomain = normalizeDomain(config.platformDomain)
+
+      const resolver = RequestResolver.make<Lookup>((entries) =>
+        Effect.gen(function*() {
+          const asked = entries.map((e, ord) => ({ ord, local_part: e.request.localPart, domain: e.request.domain }))
+          const rows = yield* db.query<Row>(
+            `SELECT r.ord, a.id, a.user_id, a.retention_days, d.status, COALESCE(w.balance_tzs, 0) AS balance
+               FROM json_to_recordset($2::json) AS r (ord int4, local_part text, domain text)
+               JOIN inbound_addresses a ON a.local_part = r.local_part
+               LEFT JOIN receiving_domains d ON d.id = a.domain_id
+               LEFT JOIN wallets w ON w.user_id = a.user_id
+              WHERE (a.domain_id IS NULL AND r.domain = $1) OR (d.domain = r.domain AND d.status <> 'pending')`,
+            [platformDomain, JSON.stringify(asked)],
+          )
+          const byOrd = new Map(rows.map((r) => [r.ord, r]))
+          entries.forEach((entry, ord) => {
+            const { recipient, localPart, domain } = entry.request
+            const row = byOrd.get(ord)
+            entry.completeUnsafe(
+              !row
+                ? Exit.fail(new UnknownRecipient({ address: recipient }))
+                : row.status === "suspended"
+                ? Exit.fail(new DomainSuspended({ address: recipient, domain }))
+                : Exit.succeed({
+                  _tag: "Mailbox",
+                  route: { addressId: row.id, userId: row.user_id, email: `${localPart}@${domain}`, retentionDays: row.retention_days },
+                  balance: row.balance,
+                }),
+            )
+          })
+        }).pipe(
+          // A failed query fails every lookup of the batch with it.
+          Effect.catch((e: DbError) => Effect.sync(() => entries.forEach((entry) => entry.completeUnsafe(Exit.fail(e))))),
+        )
+      )
+
+      const lookup = Effect.fn("Recipients.lookup")(function*(recipient: string) {
+        const parsed = parseRecipient(recipient)
+        if (!parsed) return yield* new UnknownRecipient({ address: recipient })
+        return yield* Effect.request(Lookup({ recipient, localPart: parsed.localPart, domain: parsed.domain }), resolver)
+      })
+
+      return Recipients.of({ lookup })
+    }),
+  )
+}

@@ -1,0 +1,121 @@
+/**
+ * The ingest actor: one writer fiber per process owns every storing transaction. Sessions hand
+ * it prepared messages through a bounded mailbox and wait; the writer takes whatever has arrived
+ * (up to BATCH_MAX messages, BATCH_BYTES of them per transaction), commits it in one transaction
+ * (./store.ts), and only then answers each
+ * waiting session, so a 250 always means committed. While one commit runs the next batch
+ * gathers, so the batch grows with the load and an idle server answers at once (group commit).
+ *
+ * One bad message never fails its batch-mates: a batch whose transaction fails is retried
+ * message by message, and only the message that fails alone is answered with the error. A
+ * deadlock or serialization failure (PostgreSQL with several instances) retries the batch.
+ * When the runtime shuts down, every message not yet committed is answered with an interruption
+ * (a temporary 451 from the SMTP side); nothing half-stored remains.
+ */
+import { Context, Deferred, Effect, Exit, Layer, Queue, Schedule } from "effect"
+import type { UnknownRecipient } from "../addresses/errors.ts"
+import { Billing } from "../billing/service.ts"
+import type { InsufficientBalance } from "../errors.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+import { MessageEvents, type StoredMessage } from "./events.ts"
+import { commitBatch, type Outcome, type Prepared } from "./store.ts"
+
+/** Messages per transaction at most. */
+export const BATCH_MAX = 64
+/** Message bytes per transaction at most (one large message still goes alone). */
+export const BATCH_BYTES = 16 * 1024 * 1024
+/** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
+export const MAILBOX_CAPACITY = 1_024
+
+export type WriteError = UnknownRecipient | InsufficientBalance | DbError
+
+interface Job {
+  readonly prepared: Prepared
+  readonly done: Deferred.Deferred<ReadonlyArray<StoredMessage>, WriteError>
+}
+
+export interface IngestWriterShape {
+  /** Stores and charges the message in the next batch; succeeds once that batch committed. */
+  readonly submit: (prepared: Prepared) => Effect.Effect<ReadonlyArray<StoredMessage>, WriteError>
+}
+
+/** SQLSTATEs worth another try of the same batch. */
+const transient = (e: DbError) => e.code === "40P01" || e.code === "40001"
+
+export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShape>()("app/IngestWriter") {
+  static readonly layer = Layer.effect(
+    IngestWriter,
+    Effect.gen(function*() {
+      const db = yield* Database
+      const billing = yield* Billing
+      const events = yield* MessageEvents
+      const mailbox = yield* Queue.bounded<Job>(MAILBOX_CAPACITY)
+
+      const commit = (jobs: ReadonlyArray<Job>) =>
+        db.transaction(commitBatch(db, billing, events, jobs.map((j) => j.prepared))).pipe(
+          Effect.retry({ while: transient, schedule: Schedule.exponential("5 millis"), times: 3 }),
+          Effect.exit,
+        )
+
+      const answer = (job: Job, outcome: Outcome) =>
+        outcome._tag === "Stored" ? Deferred.succeed(job.done, outcome.messages) : Deferred.fail(job.done, outcome.error)
+
+      /** Commits `jobs` together, or one by one when together fails. */
+      const write = (jobs: ReadonlyArray<Job>): Effect.Effect<void> =>
+        Effect.gen(function*() {
+          const exit = yield* commit(jobs)
+          if (Exit.isSuccess(exit)) {
+            yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
+            // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
+            return yield* exit.value.afterCommit
+          }
+          if (jobs.length > 1) {
+            yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)
+            return yield* Effect.forEach(jobs, (job) => write([job]), { discard: true })
+          }
+          yield* Effect.logError("ingest: a message could not be stored", exit.cause)
+          yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
+        })
+
+      /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
+      const bySize = (jobs: ReadonlyArray<Job>) => {
+        const groups: Array<Array<Job>> = []
+        let bytes = Infinity
+        for (const job of jobs) {
+          if (bytes + job.prepared.size > BATCH_BYTES) {
+            groups.push([])
+            bytes = 0
+          }
+          groups[groups.length - 1]!.push(job)
+          bytes += job.prepared.size
+        }
+        return groups
+      }
+
+      // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
+      const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
+
+      yield* Effect.forkScoped(Effect.forever(
+        Effect.gen(function*() {
+          const jobs = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX)
+          yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
+        }),
+      ))
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function*() {
+          const left = yield* Queue.clear(mailbox).pipe(Effect.orElseSucceed(() => [] as Array<Job>))
+          yield* Queue.shutdown(mailbox)
+          yield* settle(left)
+        })
+      )
+
+      const submit = Effect.fn("IngestWriter.submit")(function*(prepared: Prepared) {
+        const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
+        yield* Queue.offer(mailbox, { prepared, done })
+        return yield* Deferred.await(done)
+      })
+
+      return IngestWriter.of({ submit })
+    }),
+  )
+}

@@ -1,0 +1,169 @@
+/**
+ * Reading DATA with bounded memory. A message stays in memory while it is small (up to
+ * SPOOL_THRESHOLD) and the process-wide budget (SMTP_MEMORY_BYTES) has room; past either it
+ * goes on to a spool file in DATA_DIR/spool while it arrives, so its size never shows in the
+ * process. A large message then waits for budget before it is worked on (authentication, parsing
+ * and storing hold it in memory). When the budget has no room left for a new message's first
+ * bytes (DATA_RESERVE), that DATA is answered `451 4.3.1` (smtp-server drains the body first: it
+ * sends 354 before the handler runs).
+ *
+ * A client that leaves before the final dot gets 451 and nothing is handed on; an oversized
+ * message gets 552. Every path gives back its memory and removes its spool file.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Readable } from "node:stream"
+import type { SMTPServerDataStream } from "smtp-server"
+import { inMemory, type MessageBytes } from "../../effects/ingest/bytes.ts"
+import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { smtpError } from "./common.ts"
+import { MEMORY_FULL, type MemoryBudget } from "./limits.ts"
+
+/** Messages larger than this are spooled to disk while they arrive. */
+export const SPOOL_THRESHOLD = 1024 * 1024
+/** What a DATA must find free in the budget to start (its first bytes' room). */
+export const DATA_RESERVE = 64 * 1024
+
+export interface DataOptions {
+  readonly maxBytes: number
+  readonly spoolDir: string
+  readonly memory: MemoryBudget
+}
+
+/** A message read in full; `finish` gives back its memory and spool file once it has been answered. */
+export type Complete = (message: MessageBytes, finish: () => void) => void
+
+const spooled = (file: string, size: number): MessageBytes => ({
+  size,
+  stream: (prefix) =>
+    Readable.from((async function*() {
+      if (prefix && prefix.length > 0) yield Buffer.from(prefix)
+      yield* fs.createReadStream(file)
+    })()),
+  read: () => fs.promises.readFile(file),
+  dispose: () => fs.promises.rm(file, { force: true }),
+})
+
+/** The spool directory, created, with files left by processes that are gone removed. */
+export const prepareSpool = (dataDir: string): string => {
+  const dir = path.join(dataDir, "spool")
+  fs.mkdirSync(dir, { recursive: true })
+  for (const name of fs.readdirSync(dir)) {
+    const pid = Number(/^(\d+)-/.exec(name)?.[1])
+    if (pid === process.pid || isAlive(pid)) continue
+    fs.rmSync(path.join(dir, name), { force: true })
+  }
+  return dir
+}
+
+const isAlive = (pid: number): boolean => {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as { code?: string }).code === "EPERM"
+  }
+}
+
+export const readMessage = (
+  stream: SMTPServerDataStream,
+  options: DataOptions,
+  callback: (err: Error | null) => void,
+  complete: Complete,
+) => {
+  const { memory } = options
+  // No room for even the first bytes: refused before one is kept; smtp-server reads the rest of
+  // the message and answers this.
+  let held = Math.min(DATA_RESERVE, memory.capacity)
+  if (!memory.tryTake(held)) return callback(smtpError(MEMORY_FULL))
+
+  const chunks: Array<Buffer> = []
+  /** Bytes in `chunks`; `held` (taken from the budget) is at least that. */
+  let kept = 0
+  let total = 0
+  let spool: { readonly file: string; readonly out: fs.WriteStream } | undefined
+  let failed = false
+
+  const dropMemory = () => {
+    chunks.length = 0
+    memory.release(held)
+    held = 0
+    kept = 0
+  }
+  const dropSpool = () => {
+    if (!spool) return
+    const { file, out } = spool
+    out.destroy()
+    fs.rm(file, { force: true }, () => undefined)
+  }
+  const fail = (error: Error) => {
+    if (failed) return
+    failed = true
+    dropMemory()
+    dropSpool()
+    stream.resume()
+    callback(error)
+  }
+  const startSpool = () => {
+    const file = path.join(options.spoolDir, `${process.pid}-${randomHexSync(8)}.eml`)
+    const out = fs.createWriteStream(file, { flags: "wx", mode: 0o600 })
+    out.on("error", () => fail(smtpError({ code: 451, message: "4.3.0 Local error in processing, try again later" })))
+    spool = { file, out }
+    for (const c of chunks) out.write(c)
+    dropMemory()
+  }
+
+  stream.on("data", (chunk: Buffer) => {
+    total += chunk.length
+    if (failed) return
+    // Past the limit the bytes are only counted (by smtp-server too): the answer is 552 anyway.
+    if (total > options.maxBytes) {
+      dropMemory()
+      dropSpool()
+      spool = undefined
+      return
+    }
+    const need = kept + chunk.length
+    if (!spool && need <= SPOOL_THRESHOLD && (need <= held || memory.tryTake(need - held))) {
+      held = Math.max(held, need)
+      chunks.push(chunk)
+      kept = need
+      return
+    }
+    if (!spool) startSpool()
+    if (!spool!.out.write(chunk)) {
+      stream.pause()
+      spool!.out.once("drain", () => stream.resume())
+    }
+  })
+  // The client left before the final dot: drop what we have, store and charge nothing.
+  stream.once("error", () => fail(smtpError({ code: 451, message: "4.4.2 Connection lost during DATA" })))
+  stream.once("end", () => {
+    if (failed) return
+    if (stream.sizeExceeded || total > options.maxBytes) {
+      failed = true
+      dropMemory()
+      dropSpool()
+      return callback(smtpError({ code: 552, message: `5.3.4 Message exceeds the size limit of ${options.maxBytes} bytes` }))
+    }
+    if (!spool) {
+      // Keep what the message takes, give back the rest of the reserve.
+      memory.release(held - kept)
+      const mine = kept
+      held = 0
+      return complete(inMemory(chunks), () => memory.release(mine))
+    }
+    const { file, out } = spool
+    out.end(() => {
+      if (failed) return
+      // Worked on only when the budget has room for it.
+      memory.take(total).then((held) =>
+        complete(spooled(file, total), () => {
+          memory.release(held)
+          fs.rm(file, { force: true }, () => undefined)
+        })
+      )
+    })
+  })
+}

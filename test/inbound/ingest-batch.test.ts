@@ -1,0 +1,233 @@
+/**
+ * The ingest actor's batch commit (effects/ingest/store.ts, writer.ts) and the RCPT-time holds
+ * (admission.ts), driven directly: messages admitted in arrival order up to the locked balance,
+ * the rest refused with nothing written; a message to two accounts whole or not at all; the same
+ * number of statements for 1 message or 40; one bad message never failing its batch-mates; the
+ * webhook worker woken at commit only when a delivery was queued; money promised at RCPT held
+ * until the transaction ends.
+ */
+import { Effect, Layer } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Billing } from "../../effects/billing/service.ts"
+import { MessageEvents } from "../../effects/ingest/events.ts"
+import { parseMessage } from "../../effects/ingest/parse.ts"
+import { attachmentRows, messageColumns } from "../../effects/ingest/rows.ts"
+import { commitBatch, type Prepared } from "../../effects/ingest/store.ts"
+import { IngestWriter } from "../../effects/ingest/writer.ts"
+import { Database } from "../../effects/ports/Database.ts"
+import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
+import { WEBHOOK_QUEUE } from "../../effects/webhooks/delivery.ts"
+import { endTransaction, newSessionState, onMailFrom, onRecipient } from "../../src/smtp/session.ts"
+import { createAccount } from "../support/accounts.ts"
+import { makeTestApp, type TestApp } from "../support/app.ts"
+import { testDatabase } from "../support/db.ts"
+import { balance, countMessages, createAddress, fund, plainMessage, query } from "../support/inbound.ts"
+
+/** Statements run through the Database port, by their first words. */
+const statements: Array<string> = []
+let app: TestApp
+beforeAll(async () => {
+  const inner = testDatabase()
+  const counting = Layer.effect(
+    Database,
+    Effect.gen(function*() {
+      const db = yield* Database
+      return Database.of({ ...db, query: (text, params) => (statements.push(text.replace(/\s+/g, " ").trim()), db.query(text, params)) })
+    }),
+  ).pipe(Layer.provide(inner.layer))
+  app = await makeTestApp({ workers: false, database: { layer: counting, drop: inner.drop } })
+})
+afterAll(() => app.stop())
+
+const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
+
+const account = async (tzs: number) => {
+  const a = await createAccount(app)
+  if (tzs > 0) await fund(app, a.userId, tzs)
+  const address = await createAddress(app, a.apiKey, unique("box"))
+  return { ...a, address }
+}
+
+const pdf = Buffer.from("%PDF-1.4 batch attachment \u0000\u00ff").toString("base64")
+const withAttachment = [
+  "From: Asha <asha@sender.example>",
+  "Subject: Ankara",
+  "MIME-Version: 1.0",
+  'Content-Type: multipart/mixed; boundary="b"',
+  "",
+  "--b",
+  "Content-Type: text/plain; charset=utf-8",
+  "",
+  "Habari",
+  "--b",
+  'Content-Type: application/pdf; name="a.pdf"',
+  "Content-Transfer-Encoding: base64",
+  "",
+  pdf,
+  "--b--",
+  "",
+].join("\r\n")
+
+/** A message as the writer gets it, for the given address copies. */
+const prepared = (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>, subject?: string) =>
+  Effect.gen(function*() {
+    const parsed = yield* parseMessage(Buffer.from(raw))
+    const columns = messageColumns(parsed, "asha@sender.example")
+    const p: Prepared = {
+      routes: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
+      columns: subject === undefined ? columns : { ...columns, subject },
+      authResults: { spf: "pass", dkim: [], dmarc: "none", arc: "none", header: "" },
+      attachments: attachmentRows(parsed),
+      trace: Buffer.from("Received: from test\r\n").toString("base64"),
+      body: Buffer.from(raw).toString("base64"),
+      size: raw.length + 21,
+      at: new Date(),
+      summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
+    }
+    return p
+  })
+
+const commit = (batch: ReadonlyArray<Prepared>) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    const billing = yield* Billing
+    const events = yield* MessageEvents
+    return yield* db.transaction(commitBatch(db, billing, events, batch))
+  })
+
+const copyOf = (a: Awaited<ReturnType<typeof account>>) => ({ id: a.address.id, userId: a.userId, email: a.address.email })
+
+describe("the batch commit", () => {
+  it("admits in arrival order up to the balance; the rest are refused with nothing stored or charged", async () => {
+    const a = await account(10) // two messages
+    const b = await account(1000)
+    const order = [a, b, a, a, b, a]
+    const result = await app.run(Effect.gen(function*() {
+      const batch = yield* Effect.forEach(order, (x, i) => prepared(plainMessage({ subject: `m${i}` }), [copyOf(x)]))
+      return yield* commit(batch)
+    }))
+    expect(result.outcomes.map((o) => o._tag)).toEqual(["Stored", "Stored", "Stored", "Refused", "Stored", "Refused"])
+    for (const o of result.outcomes) if (o._tag === "Refused") expect(o.error._tag).toBe("InsufficientBalance")
+    expect(await countMessages(app, a.userId)).toBe(2)
+    expect(await countMessages(app, b.userId)).toBe(2)
+    expect(await balance(app, a.userId)).toBe(0)
+    const subjects = await query<{ subject: string }>(app, "SELECT subject FROM inbound_messages WHERE user_id = $1 ORDER BY id", [a.userId])
+    expect(subjects.map((s) => s.subject)).toEqual(["m0", "m2"])
+    const mime = await query<{ n: number }>(app, "SELECT count(*)::int8 AS n FROM inbound_mime WHERE user_id = $1", [a.userId])
+    expect(mime[0]!.n).toBe(2)
+    // One ledger entry per message, each with the balance after it, summing to the balance.
+    const ledger = await query<{ amount_tzs: number; balance_after_tzs: number; reference_id: string }>(
+      app,
+      "SELECT amount_tzs, balance_after_tzs, reference_id FROM ledger_entries WHERE user_id = $1 AND kind = 'debit' ORDER BY id",
+      [a.userId],
+    )
+    const ids = (result.outcomes.flatMap((o) => (o._tag === "Stored" ? o.messages : [])).filter((m) => m.userId === a.userId)).map((m) => String(m.id))
+    expect(ledger).toEqual([
+      { amount_tzs: -5, balance_after_tzs: 5, reference_id: ids[0] },
+      { amount_tzs: -5, balance_after_tzs: 0, reference_id: ids[1] },
+    ])
+    const [counts] = await query<{ message_count: number; unread_count: number }>(
+      app,
+      "SELECT message_count, unread_count FROM inbound_addresses WHERE id = $1",
+      [a.address.id],
+    )
+    expect(counts).toEqual({ message_count: 2, unread_count: 2 })
+  })
+
+  it("takes a message to two accounts whole or not at all", async () => {
+    const rich = await account(100)
+    const broke = await account(0)
+    const result = await app.run(Effect.flatMap(prepared(plainMessage(), [copyOf(rich), copyOf(broke)]), (p) => commit([p])))
+    expect(result.outcomes[0]!._tag).toBe("Refused")
+    expect(await countMessages(app, rich.userId)).toBe(0)
+    expect(await balance(app, rich.userId)).toBe(100)
+    expect(await query(app, "SELECT id FROM inbound_mime WHERE user_id = $1", [rich.userId])).toHaveLength(0)
+  })
+
+  it("runs the same statements for one message as for forty (with attachments, two accounts)", async () => {
+    const a = await account(1000)
+    const b = await account(1000)
+    const count = async (n: number) => {
+      statements.length = 0
+      await app.run(Effect.gen(function*() {
+        const batch = yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
+          prepared(withAttachment, i % 2 ? [copyOf(a), copyOf(b)] : [copyOf(a)]))
+        const r = yield* commit(batch)
+        yield* r.afterCommit
+      }))
+      // IN lists grow with the ids they name; the statements themselves must not multiply.
+      return statements.map((s) => s.replace(/\$\d+::\w+(, \$\d+::\w+)*/g, "…"))
+    }
+    const one = await count(1)
+    const forty = await count(40)
+    expect(forty).toEqual(one)
+    expect(one.length).toBeLessThanOrEqual(8)
+    // 1 + 20 (second copies) messages for a, 20 for b, each with its attachment, in one go.
+    expect(await countMessages(app, a.userId)).toBe(41)
+    expect(await countMessages(app, b.userId)).toBe(20)
+    const parts = await query<{ n: number }>(
+      app,
+      "SELECT count(*)::int8 AS n FROM inbound_attachments t JOIN inbound_mime m ON m.id = t.mime_id WHERE m.user_id IN ($1, $2)",
+      [a.userId, b.userId],
+    )
+    expect(parts[0]!.n).toBe(61)
+    expect(await balance(app, a.userId)).toBe(1000 - 41 * 5)
+  })
+})
+
+describe("the writer", () => {
+  it("never lets one bad message fail its batch-mates", async () => {
+    const a = await account(1000)
+    statements.length = 0
+    const results = await app.run(Effect.gen(function*() {
+      const writer = yield* IngestWriter
+      // A NUL that got past the text rules (a bug elsewhere): PostgreSQL refuses that row.
+      const batch = yield* Effect.forEach([0, 1, 2, 3, 4], (i) => prepared(plainMessage({ subject: `w${i}` }), [copyOf(a)], i === 2 ? "bad\u0000" : undefined))
+      return yield* Effect.forEach(batch, (p) => Effect.result(writer.submit(p)), { concurrency: "unbounded" })
+    }))
+    expect(results.map((r) => r._tag)).toEqual(["Success", "Success", "Failure", "Success", "Success"])
+    expect(await countMessages(app, a.userId)).toBe(4)
+    expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
+    // The five went together once, then one by one.
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_store"))).toHaveLength(6)
+  })
+})
+
+describe("subscribers", () => {
+  it("queue webhook deliveries in the commit and wake the worker right after it, only when something was queued", async () => {
+    const a = await account(1000)
+    const hook = await app.call("POST", "/api/webhook/webhooks", { token: a.apiKey, body: { address_id: a.address.id, url: "http://127.0.0.1:9/hook" } })
+    expect(hook.status).toBe(201)
+    const plain = await account(1000)
+    const woken = (target: typeof a) =>
+      app.run(Effect.gen(function*() {
+        const signals = yield* WorkSignals
+        // Drain a wake-up left by anything before.
+        yield* signals.wait(WEBHOOK_QUEUE).pipe(Effect.timeout("10 millis"), Effect.ignore)
+        const r = yield* commit([yield* prepared(plainMessage(), [copyOf(target)])])
+        yield* r.afterCommit
+        return yield* signals.wait(WEBHOOK_QUEUE).pipe(Effect.timeout("200 millis"), Effect.as(true), Effect.orElseSucceed(() => false))
+      }))
+    expect(await woken(plain)).toBe(false)
+    expect(await woken(a)).toBe(true)
+    const queued = await query(app, "SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.address_id = $1", [a.address.id])
+    expect(queued).toHaveLength(1)
+  })
+})
+
+describe("money promised at RCPT", () => {
+  it("is held until the transaction ends, so two sessions cannot both be told yes for the last 5 TZS", async () => {
+    const a = await account(5)
+    const [one, two] = [newSessionState(), newSessionState()]
+    const rcpt = (s: typeof one) => app.run(Effect.result(onRecipient(s, a.address.email)))
+    expect((await rcpt(one))._tag).toBe("Success")
+    const refused = await rcpt(two)
+    expect(refused._tag === "Failure" && [refused.failure.code, refused.failure.message.slice(0, 5)]).toEqual([452, "4.2.2"])
+    // The first session starts another transaction (RSET then MAIL FROM): its hold is let go.
+    await app.run(onMailFrom(one))
+    expect((await rcpt(two))._tag).toBe("Success")
+    await app.run(endTransaction(two))
+    expect((await rcpt(one))._tag).toBe("Success")
+    await app.run(endTransaction(one))
+  })
+})

@@ -1,0 +1,220 @@
+/**
+ * Crash safety of the ingest actor: the real service (`node src/main.ts`) takes mail from 30
+ * concurrent sessions and is killed with SIGKILL at a random moment while batches are in flight.
+ * After a restart on the same database: the balance equals the ledger sum, every message that
+ * got a 250 is stored exactly once (and charged exactly once), nothing else is, the address
+ * counters match, and the service takes mail again.
+ *
+ * PGlite in DATA_DIR by default; with TEST_DATABASE_URL a fresh database on that server.
+ * INGEST_CRASH_ROUNDS sets how many kill/restart rounds (2 in `npm test`).
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { openPglite } from "../../src/db/pglite.ts"
+import { openPostgres } from "../../src/db/postgres.ts"
+import { migrate } from "../../src/db/migrate.ts"
+import { testDatabaseUrl } from "../support/db.ts"
+import { startDnsServer, type TestDnsServer } from "../support/dns-server.ts"
+import { connectSmtp, dataBlock } from "../support/smtp-client.ts"
+import { Effect } from "effect"
+import { Database } from "../../effects/ports/Database.ts"
+import { makeDatabase } from "../../src/db/connection.ts"
+
+const ROUNDS = Number(process.env.INGEST_CRASH_ROUNDS ?? 2)
+const SESSIONS = 30
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port
+      s.close(() => resolve(port))
+    })
+  })
+
+let dns: TestDnsServer
+let dataDir: string
+let databaseUrl: string | undefined
+let dropDatabase = async () => {}
+let child: ChildProcess | undefined
+
+/** Runs SQL on the service's database while the service is down (PGlite has one writer). */
+const sql = async <T>(text: string, params: ReadonlyArray<unknown> = []): Promise<Array<T>> => {
+  if (databaseUrl) {
+    const c = openPostgres({ url: databaseUrl, max: 1 })
+    try {
+      return (await c.source.query(text, params)) as Array<T>
+    } finally {
+      await c.close()
+    }
+  }
+  const c = await openPglite({ dataDir })
+  try {
+    return (await c.source.query(text, params)) as Array<T>
+  } finally {
+    await c.close()
+  }
+}
+
+beforeAll(async () => {
+  dns = await startDnsServer({ "sender.example": { TXT: ["v=spf1 ip4:127.0.0.1 -all"] } })
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ingest-crash-"))
+  if (testDatabaseUrl) {
+    const name = `crash_${randomHexSync(4)}`
+    const admin = openPostgres({ url: testDatabaseUrl, max: 1 })
+    await admin.source.query(`CREATE DATABASE ${name}`)
+    const url = new URL(testDatabaseUrl)
+    url.pathname = `/${name}`
+    databaseUrl = url.toString()
+    dropDatabase = async () => {
+      await admin.source.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await admin.close()
+    }
+  }
+  // Schema and one funded account, before the service first opens the database.
+  const opened = databaseUrl ? openPostgres({ url: databaseUrl, max: 1 }) : await openPglite({ dataDir })
+  await Effect.runPromise(migrate().pipe(Effect.provideService(Database, Database.of(makeDatabase(opened.source)))))
+  const [user] = await opened.source.query("INSERT INTO users (name, email, email_verified) VALUES ('crash', 'crash@example.co.tz', true) RETURNING id")
+  await opened.source.query("INSERT INTO inbound_addresses (user_id, local_part) VALUES ($1, 'crash')", [user!.id])
+  await opened.source.query("INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, 100000)", [user!.id])
+  await opened.source.query(
+    "INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type) VALUES ($1, 'credit', 100000, 100000, 'test')",
+    [user!.id],
+  )
+  await opened.close()
+}, 120_000)
+
+afterAll(async () => {
+  child?.kill("SIGKILL")
+  await dns?.close()
+  await dropDatabase()
+  fs.rmSync(dataDir, { recursive: true, force: true })
+})
+
+const start = async () => {
+  const [http, smtp, sandbox] = [await freePort(), await freePort(), await freePort()]
+  let output = ""
+  child = spawn(process.execPath, ["src/main.ts"], {
+    env: {
+      ...process.env,
+      PORT: String(http),
+      SMTP_PORT: String(smtp),
+      SANDBOX_SMTP_PORT: String(sandbox),
+      DATA_DIR: dataDir,
+      DNS_SERVERS: dns.address,
+      LOG_LEVEL: "error",
+      SMTP_MAX_SESSIONS_PER_IP: String(SESSIONS + 5),
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const until = Date.now() + 90_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the service exited: ${output}`)
+    const ok = await fetch(`http://127.0.0.1:${http}/readyz`).then((r) => r.ok, () => false)
+    if (ok) break
+    if (Date.now() > until) throw new Error(`the service did not start: ${output}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  const proc = child
+  return { smtp, proc, exited: new Promise<void>((r) => (proc.exitCode !== null ? r() : proc.once("exit", () => r()))) }
+}
+
+const message = (round: number, session: number, n: number) =>
+  `From: Asha <asha@sender.example>\r\nTo: crash@inbox.localhost\r\nSubject: r${round} s${session} n${n}\r\n` +
+  `Message-ID: <r${round}.s${session}.n${n}@sender.example>\r\nDate: ${new Date().toUTCString()}\r\n\r\n${"Habari. ".repeat(100)}\r\n`
+
+describe("SIGKILL while batches are in flight", () => {
+  it(`loses no acknowledged message and charges each exactly once (${ROUNDS} rounds)`, { timeout: 600_000 }, async () => {
+    /** Message-ID → the id its 250 named. */
+    const acked = new Map<string, number>()
+    for (let round = 0; round < ROUNDS; round++) {
+      const service = await start()
+      let inFlight = 0
+      let stop = false
+      const killAt = 40 + Math.floor(Math.random() * 120)
+      let ackedThisRound = 0
+      let killedWithInFlight = -1
+      const killed = new Promise<void>((resolve) => {
+        const check = setInterval(() => {
+          // Killed while several messages sit in the writer's mailbox or its open transaction.
+          if (ackedThisRound >= killAt && inFlight >= 5) {
+            killedWithInFlight = inFlight
+            service.proc.kill("SIGKILL")
+            stop = true
+            clearInterval(check)
+            resolve()
+          }
+        }, 1)
+      })
+      const sessions = Array.from({ length: SESSIONS }, async (_, s) => {
+        const smtp = await connectSmtp(service.smtp).catch(() => undefined)
+        if (!smtp) return
+        try {
+          await smtp.command("EHLO crash.sender.example")
+          for (let n = 0; !stop; n++) {
+            await smtp.command("MAIL FROM:<asha@sender.example>")
+            await smtp.command("RCPT TO:<crash@inbox.localhost>")
+            await smtp.command("DATA")
+            inFlight++
+            smtp.write(dataBlock(message(round, s, n)))
+            const r = await smtp.reply().finally(() => inFlight--)
+            if (r.code === 250) {
+              acked.set(`<r${round}.s${s}.n${n}@sender.example>`, Number(/stored as (\d+)/.exec(r.text)![1]))
+              ackedThisRound++
+            }
+          }
+        } catch { /* the process died under us */ } finally {
+          smtp.destroy()
+        }
+      })
+      await killed
+      await Promise.all(sessions)
+      await service.exited
+      expect(killedWithInFlight, "messages were in flight when the process died").toBeGreaterThan(0)
+    }
+
+    // Restart on the same database: it must come up and take mail again.
+    const service = await start()
+    const smtp = await connectSmtp(service.smtp)
+    await smtp.command("EHLO after.sender.example")
+    await smtp.command("MAIL FROM:<asha@sender.example>")
+    await smtp.command("RCPT TO:<crash@inbox.localhost>")
+    await smtp.command("DATA")
+    smtp.write(dataBlock(message(99, 0, 0)))
+    const after = await smtp.reply()
+    expect(after.code).toBe(250)
+    acked.set("<r99.s0.n0@sender.example>", Number(/stored as (\d+)/.exec(after.text)![1]))
+    smtp.destroy()
+    service.proc.kill("SIGTERM")
+    await service.exited
+
+    const stored = await sql<{ id: number; message_id: string }>("SELECT id, message_id FROM inbound_messages")
+    const byMessageId = new Map<string, Array<number>>()
+    for (const m of stored) byMessageId.set(m.message_id, [...(byMessageId.get(m.message_id) ?? []), m.id])
+    for (const [messageId, id] of acked) expect(byMessageId.get(messageId), messageId).toEqual([id])
+    // Nothing stored twice, whether acknowledged or not (a message whose 250 was lost may be stored once).
+    for (const [messageId, ids] of byMessageId) expect(ids, messageId).toHaveLength(1)
+
+    const [money] = await sql<{ balance: number; ledger: number; debits: number; refs: number }>(
+      `SELECT (SELECT balance_tzs FROM wallets) AS balance, (SELECT sum(amount_tzs) FROM ledger_entries)::int8 AS ledger,
+              (SELECT count(*) FROM ledger_entries WHERE kind = 'debit')::int8 AS debits,
+              (SELECT count(DISTINCT reference_id) FROM ledger_entries WHERE kind = 'debit')::int8 AS refs`,
+    )
+    expect(money!.balance).toBe(money!.ledger)
+    expect(money!.debits).toBe(stored.length)
+    expect(money!.refs).toBe(stored.length)
+    expect(money!.balance).toBe(100000 - 5 * stored.length)
+    const [counters] = await sql<{ counted: number }>("SELECT message_count AS counted FROM inbound_addresses")
+    expect(counters!.counted).toBe(stored.length)
+    const orphans = await sql("SELECT id FROM inbound_mime m WHERE NOT EXISTS (SELECT 1 FROM inbound_messages x WHERE x.mime_id = m.id)")
+    expect(orphans).toHaveLength(0)
+    console.log(`crash test: ${ROUNDS} SIGKILLs, ${acked.size} acknowledged, ${stored.length} stored (${databaseUrl ? "PostgreSQL" : "PGlite"})`)
+  })
+})
