@@ -58,6 +58,16 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   const runtime = makeRuntime(settings, overrides)
   // Build every layer (database + migrations) before opening any socket.
   await runtime.runPromise(Effect.void)
+  // SMTP listeners first: once /healthz answers, every port takes connections. One that cannot
+  // open (port taken, unusable certificate) closes the others and the runtime again.
+  const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
+  try {
+    for (const l of listeners) opened.push({ name: l.name, ...(await l.start(runtime, settings)) })
+  } catch (e) {
+    await Promise.all(opened.map((o) => o.close()))
+    await runtime.dispose()
+    throw e
+  }
   const app = makeHttpApp({ routes: routesFor(settings), runtime, maxBodyBytes: settings.maxBodyBytes })
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: closeWhenBodyUnread(app.fetch), port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
@@ -66,8 +76,6 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
       runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))
   })
   const httpPort = (server.address() as AddressInfo).port
-  const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
-  for (const l of listeners) opened.push({ name: l.name, ...(await l.start(runtime, settings)) })
   await runtime.runPromise(
     Effect.logInfo("listening").pipe(
       Effect.annotateLogs({ http: httpPort, ...Object.fromEntries(opened.map((o) => [o.name, o.port])) }),

@@ -4,9 +4,10 @@
  * ends in a `temperror` record, and the message is stored anyway (filtering is the customer's
  * call; the verdicts are there to make it).
  */
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import { authenticate } from "mailauth"
-import { Dns } from "../ports/Dns.ts"
+import type { Dns } from "../ports/Dns.ts"
+import { mailauthResolver } from "../shared/dns-resolver.ts"
 import type { MessageBytes } from "./bytes.ts"
 import { pgSafe } from "./text.ts"
 import { plainIp, traceSafe } from "./trace.ts"
@@ -39,17 +40,7 @@ const AUTH_TIMEOUT = "20 seconds"
  */
 export const authenticateMessage = (message: MessageBytes, input: AuthInput) =>
   Effect.gen(function*() {
-    const context = yield* Effect.context<Dns>()
-    const dns = yield* Dns
-    // mailauth wants node:dns semantics: resolve or reject with an error carrying `code`.
-    const resolver = async (name: string, rrtype: string) => {
-      const exit = await Effect.runPromiseExitWith(context)(dns.resolve(name, rrtype))
-      if (Exit.isSuccess(exit)) return exit.value as Array<Array<string>>
-      const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
-      // The DnsError itself (an Error with the resolver's `code`): a cached "no such record" is
-      // thrown again without building a new error, and its stack, for every message.
-      throw failure && failure._tag === "Fail" ? failure.error : Object.assign(new Error(`DNS ${rrtype} ${name} failed`), { code: "ESERVFAIL" })
-    }
+    const resolver = yield* mailauthResolver()
     const result = yield* Effect.tryPromise(() =>
       authenticate(message.stream(), {
         ip: plainIp(input.ip),

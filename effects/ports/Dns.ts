@@ -32,6 +32,11 @@ export interface DnsShape {
    * through this (SPF includes, DKIM keys, DMARC policies, PTR).
    */
   readonly resolve: (name: string, rrtype: string) => Effect.Effect<ReadonlyArray<unknown>, DnsError>
+  /**
+   * `resolve` asked afresh, past any cache: domain verification, where a record the customer just
+   * published must count at once.
+   */
+  readonly resolveFresh: (name: string, rrtype: string) => Effect.Effect<ReadonlyArray<unknown>, DnsError>
 }
 
 export class Dns extends Context.Service<Dns, DnsShape>()("app/Dns") {}

@@ -67,7 +67,7 @@ const SPF_DEADLINE_MS = 15_000
  */
 export const spfPasses = (domain: string, ip: string): Effect.Effect<Outcome, never, Dns> =>
   Effect.gen(function*() {
-    const resolver = yield* mailauthResolver
+    const resolver = yield* mailauthResolver({ fresh: true })
     const result = yield* Effect.tryPromise(() =>
       spf({ sender: `postmaster@${domain}`, helo: domain, ip, mta: domain, resolver, maxElapsedTime: SPF_DEADLINE_MS })
     ).pipe(Effect.map((r) => r.status.result), Effect.orElseSucceed(() => "temperror"))

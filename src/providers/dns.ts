@@ -9,7 +9,8 @@
  * the same SPF record for every message costs more than storing the message. Concurrent questions
  * for the same name share one query. A negative answer is kept as long as its SOA says (RFC 2308;
  * not at all without one); failures (SERVFAIL, timeouts) are never kept. Domain verification
- * (`txt`, `mx`, `a`) always asks afresh: a customer who just published a record must see it count.
+ * (`txt`, `mx`, `a`, and `resolveFresh` for the SPF evaluation) always asks afresh: a customer who
+ * just published a record must see it count.
  */
 import { Clock, Deferred, Effect, Exit, Layer } from "effect"
 import * as nodeDns from "node:dns"
@@ -101,6 +102,7 @@ export const dnsLayer = Layer.effect(
       mx: (name) => lookup(name, "MX", () => resolver.resolveMx(name) as Promise<Array<MxRecord>>),
       a: (name) => lookup(name, "A", () => resolver.resolve4(name)),
       resolve,
+      resolveFresh: (name, rrtype) => Effect.flatMap(fetch(name, rrtype), ({ exit }) => exit),
     })
   }),
 )

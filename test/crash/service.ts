@@ -11,6 +11,8 @@ export interface ServicePorts {
   readonly http: number
   readonly smtp: number
   readonly sandbox: number
+  /** The sandbox's implicit-TLS listener (SANDBOX_SMTPS_PORT); unused by the trials but must not collide. */
+  readonly smtps: number
 }
 
 export interface ServiceProcess {
@@ -107,6 +109,7 @@ export const makeServiceProcess = (ports: ServicePorts, env: Record<string, stri
       PORT: String(ports.http),
       SMTP_PORT: String(ports.smtp),
       SANDBOX_SMTP_PORT: String(ports.sandbox),
+      SANDBOX_SMTPS_PORT: String(ports.smtps),
     }
   }
 

@@ -143,7 +143,7 @@ export const runCrashTrials = async (options: CrashOptions, log: (line: string) 
     gateway = await startCrashGateway(stream(options.seed, "gateway"), options.latencyMs)
     receiver = await startCrashReceiver(stream(options.seed, "receiver"), options.receiverFailureRate, options.latencyMs)
     dns = await startDnsServer({})
-    const ports = { http: await freePort(), smtp: await freePort(), sandbox: await freePort() }
+    const ports = { http: await freePort(), smtp: await freePort(), sandbox: await freePort(), smtps: await freePort() }
     const platformDomain = "inbox.crash.test"
     service = makeServiceProcess(ports, {
       DATABASE_URL: dbUrl.toString(),

@@ -35,10 +35,10 @@ const waitFor = async (url: string, ms: number) => {
 describe("src/main.ts", () => {
   it("starts on the embedded defaults and stops cleanly on SIGTERM", { timeout: 90_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "main-"))
-    const [http, smtp, sandbox] = [await freePort(), await freePort(), await freePort()]
+    const [http, smtp, sandbox, smtps] = [await freePort(), await freePort(), await freePort(), await freePort()]
     let output = ""
     child = spawn(process.execPath, ["src/main.ts"], {
-      env: { ...process.env, PORT: String(http), SMTP_PORT: String(smtp), SANDBOX_SMTP_PORT: String(sandbox), DATA_DIR: dataDir, LOG_LEVEL: "info" },
+      env: { ...process.env, PORT: String(http), SMTP_PORT: String(smtp), SANDBOX_SMTP_PORT: String(sandbox), SANDBOX_SMTPS_PORT: String(smtps), DATA_DIR: dataDir, LOG_LEVEL: "info" },
       stdio: ["ignore", "pipe", "pipe"],
     })
     child.stdout!.on("data", (d) => (output += d))

@@ -96,7 +96,7 @@ afterAll(async () => {
 })
 
 const start = async () => {
-  const [http, smtp, sandbox] = [await freePort(), await freePort(), await freePort()]
+  const [http, smtp, sandbox, smtps] = [await freePort(), await freePort(), await freePort(), await freePort()]
   let output = ""
   child = spawn(process.execPath, ["src/main.ts"], {
     env: {
@@ -104,6 +104,7 @@ const start = async () => {
       PORT: String(http),
       SMTP_PORT: String(smtp),
       SANDBOX_SMTP_PORT: String(sandbox),
+      SANDBOX_SMTPS_PORT: String(smtps),
       DATA_DIR: dataDir,
       DNS_SERVERS: dns.address,
       LOG_LEVEL: "error",
@@ -174,7 +175,15 @@ describe("SIGKILL while batches are in flight", () => {
           smtp.destroy()
         }
       })
-      await killed
+      // Sessions that all end before the kill (refused connections, a wrong port) fail the test now,
+      // not at its timeout.
+      const allEnded = Promise.all(sessions).then(() => {
+        if (stop) return
+        stop = true
+        service.proc.kill("SIGKILL")
+        throw new Error(`every session ended before the kill (${ackedThisRound} acknowledged)`)
+      })
+      await Promise.race([killed, allEnded])
       await Promise.all(sessions)
       await service.exited
       expect(killedWithInFlight, "messages were in flight when the process died").toBeGreaterThan(0)
