@@ -80,4 +80,7 @@ export const chosenProviders = (s: Settings) => ({
   sms: s.smsProvider ?? (Option.isSome(s.smsApiUrl) ? "http" : "log") as SmsProvider,
 })
 
+/** Whether SMS leaves this server: the HTTP adapter is chosen and has a URL (else the log stand-in runs). */
+export const smsSends = (s: Settings): boolean => chosenProviders(s).sms === "http" && Option.isSome(s.smsApiUrl)
+
 export class AppConfig extends Context.Service<AppConfig, Settings>()("app/AppConfig") {}

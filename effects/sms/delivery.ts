@@ -6,7 +6,7 @@
  * schedule as webhooks. A retry keeps the row `pending` (the SMS states have no `retrying`).
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
+import { AppConfig, smsSends } from "../config.ts"
 import { type Channel, delivered, failed, makeAttempt } from "../deliveries/outbox.ts"
 import type { NotConfigured, ProviderError } from "../errors.ts"
 import type { StoredMessage } from "../ingest/events.ts"
@@ -56,7 +56,9 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
 
       const send = (job: SmsDeliveryRow, rule: SmsRuleRow) =>
         Effect.gen(function*() {
-          if (Option.isNone(config.smsApiUrl)) return failed("SMS sending is not configured on this server", false)
+          // Decided as the gateway was chosen: with the log stand-in (SMS_PROVIDER=log, or no SMS_API_URL)
+          // a rule's send must fail as not configured, never be logged and reported as sent.
+          if (!smsSends(config)) return failed("SMS sending is not configured on this server", false)
           const key = yield* Effect.result(openText(config.secretsKey, rule.provider_key_sealed, KEY_CONTEXT))
           if (key._tag === "Failure") return failed("provider key cannot be decrypted (SECRETS_KEY changed?)", false)
           const sent = yield* Effect.result(gateway.send({ to: rule.phone_number, message: job.body }, { apiKey: key.success }))

@@ -4,7 +4,7 @@
  * own adapters (`makeTestApp({ infrastructure })`) replace them.
  */
 import { Effect, Layer, Option } from "effect"
-import { AppConfig, chosenProviders } from "../../effects/config.ts"
+import { AppConfig, chosenProviders, smsSends } from "../../effects/config.ts"
 import { aiGatewayLayer } from "./ai-openai.ts"
 import { logPlatformMailer, relayPlatformMailer } from "./platform-mailer.ts"
 import { httpSmsGateway, logSmsGateway } from "./sms.ts"
@@ -16,7 +16,7 @@ export const platformProvidersLayer = Layer.unwrap(
     const mailer = chosen.platformMail === "relay" && Option.isSome(config.smtpRelayUrl)
       ? relayPlatformMailer(config.smtpRelayUrl.value, config.platformFrom)
       : logPlatformMailer
-    const sms = chosen.sms === "http" && Option.isSome(config.smsApiUrl) ? httpSmsGateway(config.smsApiUrl.value) : logSmsGateway
+    const sms = smsSends(config) && Option.isSome(config.smsApiUrl) ? httpSmsGateway(config.smsApiUrl.value) : logSmsGateway
     return Layer.mergeAll(mailer, sms, aiGatewayLayer)
   }),
 )

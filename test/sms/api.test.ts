@@ -104,9 +104,14 @@ describe("POST /api/sms/notifications", () => {
     expect((await create({ address_id: addr2, phone_number: "+255712345678", provider_key: KEY }, scoped.apiKey)).status).toBe(201)
   })
 
-  it("creates rules on a server with no SMS provider (sends then fail, recorded per delivery)", async () => {
+  it.each([
+    ["no SMS provider", {}],
+    // The log stand-in chosen explicitly while a URL is set: nothing leaves, so nothing may read as sent.
+    ["SMS_PROVIDER=log beside an SMS_API_URL", { ...provider.settings, smsProvider: "log" as const }],
+  ])("creates rules on a server with %s (sends then fail, recorded per delivery)", async (_case, settings) => {
     // DECISIONS lists the SMS rule among created resources (201); only sending needs the provider.
-    const bare = await makeTestApp({ workers: false })
+    const before = provider.requests.length
+    const bare = await makeTestApp({ workers: false, settings, infrastructure: provider.layer })
     const acct = await createAccount(bare)
     const addr = await createAddress(bare, acct.userId)
     const res = await create({ address_id: addr, phone_number: "+255712345678", provider_key: KEY }, acct.apiKey, bare)
@@ -120,6 +125,7 @@ describe("POST /api/sms/notifications", () => {
     expect(res.status).toBe(201)
     expect(listed.body.data.map((r: { id: number }) => r.id)).toEqual([res.body.data.id])
     expect(rows).toEqual([{ status: "failed", last_error: expect.stringContaining("not configured") }])
+    expect(provider.requests.length).toBe(before)
   })
 })
 
