@@ -135,18 +135,31 @@ export const startDnsServer = async (initial: Zone = {}): Promise<TestDnsServer>
     void send(response)
   }
 
-  const udp = dns2.createServer({
-    udp: true,
-    handle: ((request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => handle(request, send, true)) as never,
-  })
-  const udpAddresses = await udp.listen({ udp: { port: 0, address: "127.0.0.1" } })
-  const port = (udpAddresses as unknown as { udp: { port: number } }).udp.port
-  // Same port over TCP, where resolvers retry answers too large for UDP.
-  const tcp = dns2.createServer({
-    tcp: true,
-    handle: ((request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => handle(request, send, false)) as never,
-  })
-  await tcp.listen({ tcp: { port, address: "127.0.0.1" } })
+  const handler = (overUdp: boolean) =>
+    ((request: InstanceType<typeof Packet>, send: (r: InstanceType<typeof Packet>) => Promise<Buffer>) => handle(request, send, overUdp)) as never
+  /** Listens, or fails with the bind error (dns2 would only emit it, thrown as unhandled). */
+  const listen = (server: ReturnType<typeof dns2.createServer>, options: Parameters<ReturnType<typeof dns2.createServer>["listen"]>[0]) =>
+    new Promise<unknown>((resolve, reject) => {
+      server.once("error", reject)
+      server.listen(options).then(resolve, reject)
+    })
+  // The UDP port is the kernel's choice; the same number over TCP (where resolvers retry answers too
+  // large for UDP) may already be taken by another socket, so a clash picks a new pair.
+  const bind = async (attempt = 1): Promise<{ udp: ReturnType<typeof dns2.createServer>; tcp: ReturnType<typeof dns2.createServer>; port: number }> => {
+    const udp = dns2.createServer({ udp: true, handle: handler(true) })
+    const udpAddresses = await listen(udp, { udp: { port: 0, address: "127.0.0.1" } })
+    const port = (udpAddresses as { udp: { port: number } }).udp.port
+    const tcp = dns2.createServer({ tcp: true, handle: handler(false) })
+    try {
+      await listen(tcp, { tcp: { port, address: "127.0.0.1" } })
+      return { udp, tcp, port }
+    } catch (e) {
+      await udp.close()
+      if (attempt >= 20) throw e
+      return bind(attempt + 1)
+    }
+  }
+  const { udp, tcp, port } = await bind()
 
   return {
     address: `127.0.0.1:${port}`,
