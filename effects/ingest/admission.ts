@@ -34,6 +34,9 @@ export interface Envelope {
   readonly held: Map<number, number>
 }
 
+/** The key of `Envelope.returnPaths`: one outbound recipient, however its return path is spelled. */
+export const returnPathKey = (r: VerpRecipient): string => `${r.emailId}.${r.recipientIndex}`
+
 export const newEnvelope = (): Envelope => ({ routes: new Map(), returnPaths: new Map(), held: new Map() })
 
 export interface ReservationsShape {

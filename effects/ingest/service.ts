@@ -25,7 +25,7 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { type AdmittedReturnPath, type AdmittedRoute, type Envelope, Reservations } from "./admission.ts"
+import { type AdmittedReturnPath, type AdmittedRoute, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { type MalformedMessage, parseMessage } from "./parse.ts"
@@ -92,7 +92,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
         if (target._tag === "ReturnPath") {
-          const key = `${target.recipient.emailId}.${target.recipient.recipientIndex}`
+          const key = returnPathKey(target.recipient)
           const admitted = envelope.returnPaths.get(key) ?? { rcpt: recipient, recipient: target.recipient }
           envelope.returnPaths.set(key, admitted)
           return admitted
@@ -121,7 +121,8 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
        */
       const targetsOf = (rcpts: ReadonlyArray<string>) =>
         Effect.gen(function*() {
-          const envelope = { routes: new Map<number, AdmittedRoute>(), returnPaths: new Map<string, AdmittedReturnPath>() }
+          const byAddress = new Map<number, AdmittedRoute>()
+          const byReturnPath = new Map<string, AdmittedReturnPath>()
           const found = yield* Effect.forEach(rcpts, (rcpt) =>
             recipients.lookup(rcpt).pipe(
               Effect.map((target) => [{ rcpt, target }]),
@@ -129,11 +130,11 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
             ), { concurrency: "unbounded" })
           for (const { rcpt, target } of found.flat()) {
             if (target._tag === "ReturnPath") {
-              const key = `${target.recipient.emailId}.${target.recipient.recipientIndex}`
-              if (!envelope.returnPaths.has(key)) envelope.returnPaths.set(key, { rcpt, recipient: target.recipient })
-            } else if (!envelope.routes.has(target.route.addressId)) envelope.routes.set(target.route.addressId, { ...target.route, rcpt })
+              const key = returnPathKey(target.recipient)
+              if (!byReturnPath.has(key)) byReturnPath.set(key, { rcpt, recipient: target.recipient })
+            } else if (!byAddress.has(target.route.addressId)) byAddress.set(target.route.addressId, { ...target.route, rcpt })
           }
-          return { routes: [...envelope.routes.values()], returnPaths: [...envelope.returnPaths.values()] }
+          return { routes: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
         })
 
       /** Each return path's report, read and recorded (free of charge). */
