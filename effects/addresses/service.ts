@@ -7,6 +7,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { Authenticator } from "../auth/service.ts"
+import { VERP_LOCAL_PART } from "../bounces/verp.ts"
 import { Compliance } from "../compliance/service.ts"
 import { AppConfig } from "../config.ts"
 import { Conflict, Forbidden, LimitReached, NotFound } from "../errors.ts"
@@ -80,6 +81,10 @@ export class InboundAddresses extends Context.Service<InboundAddresses, InboundA
         if (domainId !== null) yield* domains.requireUsable(userId, domainId)
         if (RESERVED_LOCAL_PARTS.has(input.local_part)) {
           return yield* new Conflict({ message: `"${input.local_part}" is reserved`, field: "local_part" })
+        }
+        // The platform domain's return paths (bounces+…) are the MX's, not a mailbox's.
+        if (domainId === null && input.local_part === VERP_LOCAL_PART) {
+          return yield* new Conflict({ message: `"${input.local_part}" is reserved for delivery reports on the platform domain`, field: "local_part" })
         }
         const retentionDays = yield* compliance.retentionDays(userId)
         const createdAt = new Date(yield* Clock.currentTimeMillis)

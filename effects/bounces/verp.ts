@@ -13,7 +13,13 @@ import { createHmac } from "node:crypto"
 import { Option } from "effect"
 import { timingSafeEqual } from "../shared/crypto.ts"
 
-export const VERP_LOCAL_PREFIX = "bounces+"
+/**
+ * The local part every return path starts with (then `+`). Reserved on the platform domain: an
+ * inbound address of that name would otherwise receive whatever `bounces+…` mail is not a
+ * return path.
+ */
+export const VERP_LOCAL_PART = "bounces"
+export const VERP_LOCAL_PREFIX = `${VERP_LOCAL_PART}+`
 const TAG_HEX = 10
 
 /** What signs and scopes the return paths: SECRETS_KEY and the platform domain. */

@@ -11,21 +11,33 @@
  */
 import { Context, Layer } from "effect"
 import type { Route } from "../addresses/schema.ts"
+import type { VerpRecipient } from "../bounces/verp.ts"
 
 /** A route as accepted at RCPT, with the recipient as the client wrote it. */
 export interface AdmittedRoute extends Route {
   readonly rcpt: string
 }
 
+/** A return path accepted at RCPT (free of charge: nothing is held for it). */
+export interface AdmittedReturnPath {
+  readonly rcpt: string
+  readonly recipient: VerpRecipient
+}
+
 /** What one SMTP transaction was admitted for. */
 export interface Envelope {
   /** By address id, in RCPT order: each address gets one copy however many forms name it. */
   readonly routes: Map<number, AdmittedRoute>
+  /** By `<email_id>.<recipient_index>`: each outbound recipient's report is read once. */
+  readonly returnPaths: Map<string, AdmittedReturnPath>
   /** TZS held per account for this transaction. */
   readonly held: Map<number, number>
 }
 
-export const newEnvelope = (): Envelope => ({ routes: new Map(), held: new Map() })
+/** The key of `Envelope.returnPaths`: one outbound recipient, however its return path is spelled. */
+export const returnPathKey = (r: VerpRecipient): string => `${r.emailId}.${r.recipientIndex}`
+
+export const newEnvelope = (): Envelope => ({ routes: new Map(), returnPaths: new Map(), held: new Map() })
 
 export interface ReservationsShape {
   /** TZS held for an account by every open transaction of this process. */
@@ -52,6 +64,7 @@ export class Reservations extends Context.Service<Reservations, ReservationsShap
         }
         envelope.held.clear()
         envelope.routes.clear()
+        envelope.returnPaths.clear()
       },
     })
   })

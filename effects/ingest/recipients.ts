@@ -5,11 +5,17 @@
  * not twenty. Matching is case-insensitive and ignores a `+tag` (`Info+news@` reaches `info`).
  *
  * Nothing is cached, so deleting an address stops its mail on the very next RCPT.
+ *
+ * A return path (`bounces+<id>.<index>.<tag>@` the platform domain) is checked before any
+ * mailbox: a wrong tag or an unknown message is an unknown recipient (550 5.1.1), never a
+ * mailbox's mail.
  */
 import { Context, Effect, Exit, Layer, Request, RequestResolver } from "effect"
 import { DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
 import type { Route } from "../addresses/schema.ts"
 import { parseRecipient } from "../addresses/service.ts"
+import { Bounces } from "../bounces/service.ts"
+import type { VerpRecipient } from "../bounces/verp.ts"
 import { AppConfig } from "../config.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
@@ -23,14 +29,20 @@ export interface Mailbox {
 }
 
 /**
- * What a recipient is. Only mailboxes exist today; another class (VERP bounces, taken free of
- * charge) becomes another member here and its own branch in `Ingest.admit`.
+ * A VERP return path of an outbound message (bounces and complaints come back to it): taken free
+ * of charge and handed to the Bounces service instead of being stored.
  */
-export type RecipientTarget = Mailbox
+export interface ReturnPath {
+  readonly _tag: "ReturnPath"
+  readonly recipient: VerpRecipient
+}
+
+/** What a recipient is; `Ingest.admit` branches on it. */
+export type RecipientTarget = Mailbox | ReturnPath
 
 export type LookupError = UnknownRecipient | DomainSuspended | DbError
 
-interface Lookup extends Request.Request<RecipientTarget, LookupError> {
+interface Lookup extends Request.Request<Mailbox, LookupError> {
   readonly _tag: "Lookup"
   readonly recipient: string
   readonly localPart: string
@@ -57,6 +69,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
     Effect.gen(function*() {
       const db = yield* Database
       const config = yield* AppConfig
+      const bounces = yield* Bounces
       const platformDomain = normalizeDomain(config.platformDomain)
 
       const resolver = RequestResolver.make<Lookup>((entries) =>
@@ -94,6 +107,12 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
       )
 
       const lookup = Effect.fn("Recipients.lookup")(function*(recipient: string) {
+        if (bounces.isReturnPath(recipient)) {
+          const named = yield* bounces.parseReturnPath(recipient).pipe(
+            Effect.catchTag("InvalidReturnPath", () => Effect.fail(new UnknownRecipient({ address: recipient }))),
+          )
+          return { _tag: "ReturnPath", recipient: named } satisfies ReturnPath
+        }
         const parsed = parseRecipient(recipient)
         if (!parsed) return yield* new UnknownRecipient({ address: recipient })
         return yield* Effect.request(Lookup({ recipient, localPart: parsed.localPart, domain: parsed.domain }), resolver)

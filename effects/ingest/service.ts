@@ -9,20 +9,23 @@
  * messages per transaction. RCPT lookups are batched per tick (./recipients.ts) and money
  * promised at RCPT is held until commit (./admission.ts).
  *
- * A recipient class other than a mailbox (VERP bounces, free of charge) has its seam in `admit`
- * (a branch on the target's `_tag`) and in `deliver` (routes of that class go elsewhere, not to
- * the writer).
+ * A VERP return path (bounces and complaints of outbound mail) is another class of recipient:
+ * admitted free of charge (nothing held, no balance asked), and at the end of DATA the message
+ * goes to the Bounces service for it, not to the writer. A message to both kinds is read as a
+ * report first and then stored for its mailboxes, so a failure of the report answers a
+ * temporary error before anything is stored or charged (the retry then stores it once).
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { type DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
 import type { Route } from "../addresses/schema.ts"
 import { PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
+import { Bounces } from "../bounces/service.ts"
 import { AppConfig } from "../config.ts"
 import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { type AdmittedRoute, type Envelope, Reservations } from "./admission.ts"
+import { type AdmittedReturnPath, type AdmittedRoute, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { type MalformedMessage, parseMessage } from "./parse.ts"
@@ -41,6 +44,8 @@ export interface Delivery {
   readonly recipients: ReadonlyArray<string>
   /** The routes admitted at RCPT (the MX session has them); looked up again when absent. */
   readonly routes?: ReadonlyArray<AdmittedRoute>
+  /** The return paths admitted at RCPT (given together with `routes`). */
+  readonly returnPaths?: ReadonlyArray<AdmittedReturnPath>
   readonly client: {
     readonly ip: string
     readonly helo: string
@@ -53,15 +58,20 @@ export interface IngestShape {
   /**
    * RCPT-time check: the recipient routes to an address, its domain is not suspended, and the
    * wallet covers this copy on top of every copy already held (this transaction's and other
-   * sessions' not yet committed). Records the route and the hold in `envelope`.
+   * sessions' not yet committed). Records the route and the hold in `envelope`. A valid return
+   * path is recorded free of charge; a forged one is an UnknownRecipient.
    */
   readonly admit: (
     recipient: string,
     envelope: Envelope,
-  ) => Effect.Effect<Route, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
+  ) => Effect.Effect<Route | AdmittedReturnPath, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
   /** Ends an SMTP transaction: what it held is free again. */
   readonly release: (envelope: Envelope) => Effect.Effect<void>
-  /** DATA-time: authenticate, parse, and store + charge every recipient address; returns the message ids. */
+  /**
+   * DATA-time: hands the message to Bounces for each return path, then authenticates, parses, and
+   * stores + charges it for every recipient address; returns the stored message ids (none when
+   * it went to return paths only).
+   */
   readonly deliver: (delivery: Delivery) => Effect.Effect<
     ReadonlyArray<number>,
     UnknownRecipient | InsufficientBalance | MalformedMessage | DbError
@@ -76,10 +86,17 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const recipients = yield* Recipients
       const reservations = yield* Reservations
       const writer = yield* IngestWriter
+      const bounces = yield* Bounces
       const context = yield* Effect.context<Dns>()
 
       const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
+        if (target._tag === "ReturnPath") {
+          const key = returnPathKey(target.recipient)
+          const admitted = envelope.returnPaths.get(key) ?? { rcpt: recipient, recipient: target.recipient }
+          envelope.returnPaths.set(key, admitted)
+          return admitted
+        }
         const { route, balance } = target
         // The same address again (another spelling, a +tag) is the same copy: nothing more to pay.
         if (envelope.routes.has(route.addressId)) return route
@@ -98,23 +115,41 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
 
       const release = (envelope: Envelope) => Effect.sync(() => reservations.release(envelope))
 
-      /** Routes of the recipients that reach an address, one per address (the path without an MX session). */
-      const routesOf = (rcpts: ReadonlyArray<string>) =>
+      /**
+       * Routes of the recipients that reach an address, one per address, and the return paths
+       * among them (the path without an MX session).
+       */
+      const targetsOf = (rcpts: ReadonlyArray<string>) =>
         Effect.gen(function*() {
+          const byAddress = new Map<number, AdmittedRoute>()
+          const byReturnPath = new Map<string, AdmittedReturnPath>()
           const found = yield* Effect.forEach(rcpts, (rcpt) =>
             recipients.lookup(rcpt).pipe(
-              Effect.map((t) => [{ ...t.route, rcpt }]),
+              Effect.map((target) => [{ rcpt, target }]),
               Effect.catchTags({ UnknownRecipient: () => Effect.succeed([]), DomainSuspended: () => Effect.succeed([]) }),
             ), { concurrency: "unbounded" })
-          const byAddress = new Map<number, AdmittedRoute>()
-          for (const r of found.flat()) if (!byAddress.has(r.addressId)) byAddress.set(r.addressId, r)
-          return [...byAddress.values()]
+          for (const { rcpt, target } of found.flat()) {
+            if (target._tag === "ReturnPath") {
+              const key = returnPathKey(target.recipient)
+              if (!byReturnPath.has(key)) byReturnPath.set(key, { rcpt, recipient: target.recipient })
+            } else if (!byAddress.has(target.route.addressId)) byAddress.set(target.route.addressId, { ...target.route, rcpt })
+          }
+          return { routes: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
+        })
+
+      /** Each return path's report, read and recorded (free of charge). */
+      const reportTo = (message: MessageBytes, mailFrom: string, returnPaths: ReadonlyArray<AdmittedReturnPath>) =>
+        Effect.gen(function*() {
+          const raw = yield* Effect.promise(() => message.read())
+          yield* Effect.forEach(returnPaths, (p) => bounces.process({ raw, mailFrom, recipient: p.recipient }), { discard: true })
         })
 
       const deliver = Effect.fn("Ingest.deliver")(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
-        const routes = d.routes ?? (yield* routesOf(d.recipients))
-        if (routes.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
+        const { routes, returnPaths } = d.routes ? { routes: d.routes, returnPaths: d.returnPaths ?? [] } : yield* targetsOf(d.recipients)
+        if (routes.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
+        if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
+        if (routes.length === 0) return []
         const at = new Date(Number(yield* Clock.currentTimeMillis))
         const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
           .pipe(Effect.provideContext(context))
@@ -131,6 +166,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           body: body.toString("base64"),
           size: trace.length + message.size,
           at,
+          tls: d.client.tls ?? null,
           summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
         })
         return stored.map((m) => m.id)

@@ -36,6 +36,8 @@ export interface Prepared {
   /** Bytes of trace + body. */
   readonly size: number
   readonly at: Date
+  /** The session's TLS (`{protocol, cipher}`, for a `jsonb` column), or null in plaintext. */
+  readonly tls?: { readonly protocol: string; readonly cipher: string } | null
   /** What subscribers are told about each stored copy. */
   readonly summary: { readonly subject: string; readonly textBody: string; readonly headers: Readonly<Record<string, unknown>> }
 }
@@ -135,6 +137,7 @@ export const commitBatch = (
             size: p.size,
             received_at: p.at,
             expires_at: new Date(p.at.getTime() + address.retention_days * DAY_MS),
+            tls: p.tls ?? null,
           })
           counters.set(address.id, (counters.get(address.id) ?? 0) + 1)
           copies.push({ i, userId, addressId: address.id, rcpt: route.rcpt })

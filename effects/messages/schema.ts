@@ -12,6 +12,15 @@ export const AttachmentSchema = Schema.Struct({
   content: Schema.optional(Schema.String),
 })
 
+/** The TLS of the SMTP session a message came in on (DECISIONS.md "TLS on the SMTP servers"). */
+export const TlsFacts = Schema.Struct({
+  /** e.g. `TLSv1.3`. */
+  protocol: Schema.String,
+  /** The negotiated cipher suite, e.g. `TLS_AES_256_GCM_SHA384`. */
+  cipher: Schema.String,
+})
+export type TlsFacts = typeof TlsFacts.Type
+
 export const InboundMessage = Schema.Struct({
   id: Schema.Int,
   address_id: Schema.Int,
@@ -24,6 +33,8 @@ export const InboundMessage = Schema.Struct({
   attachments: Schema.Array(AttachmentSchema),
   is_read: Schema.Boolean,
   received_at: Schema.String,
+  /** The session's TLS, or null when the message came in plaintext. */
+  tls: Schema.NullOr(TlsFacts),
   /** SPF, DKIM, DMARC and ARC verdicts at receipt; in GET /messages/{id} only. */
   auth_results: Schema.optional(Schema.Unknown),
 })
@@ -60,13 +71,14 @@ export interface InboundMessageRow {
   readonly headers: Record<string, unknown>
   readonly attachments: ReadonlyArray<AttachmentMeta>
   readonly auth_results: unknown
+  readonly tls: TlsFacts | null
   readonly is_read: boolean
   readonly received_at: Date
 }
 
 /** The columns every read selects (the bodies included, the MIME bytes not). */
 export const MESSAGE_COLUMNS =
-  "id, address_id, user_id, mime_id, from_addr, to_addr, subject, text_body, html_body, headers, attachments, auth_results, is_read, received_at"
+  "id, address_id, user_id, mime_id, from_addr, to_addr, subject, text_body, html_body, headers, attachments, auth_results, tls, is_read, received_at"
 
 export const toInboundMessage = (
   row: InboundMessageRow,
@@ -83,5 +95,6 @@ export const toInboundMessage = (
   attachments: detail ? detail.attachments : (row.attachments ?? []),
   is_read: row.is_read,
   received_at: iso(row.received_at)!,
+  tls: row.tls ?? null,
   ...(detail ? { auth_results: row.auth_results ?? {} } : {}),
 })

@@ -4,7 +4,7 @@
  * plus `recipients` and `size`).
  */
 import { Schema } from "effect"
-import { type AttachmentMeta, AttachmentSchema } from "../messages/schema.ts"
+import { type AttachmentMeta, AttachmentSchema, TlsFacts } from "../messages/schema.ts"
 import { iso, Text } from "../shared/schema.ts"
 
 /**
@@ -74,6 +74,8 @@ export const CapturedMessage = Schema.Struct({
   /** Bytes of the message as submitted. */
   size: Schema.Int,
   received_at: Schema.String,
+  /** The submitting session's TLS (STARTTLS or the SMTPS port), or null in plaintext. */
+  tls: Schema.NullOr(TlsFacts),
 })
 export type CapturedMessage = typeof CapturedMessage.Type
 
@@ -125,11 +127,12 @@ export interface CapturedMessageRow {
   readonly attachments: ReadonlyArray<AttachmentMeta>
   readonly size: number
   readonly received_at: Date
+  readonly tls: TlsFacts | null
 }
 
 /** Every column a read needs (never `raw`). */
 export const CAPTURED_COLUMNS =
-  "id, user_id, from_addr, to_addr, recipients, subject, text_body, html_body, headers, attachments, size, received_at"
+  "id, user_id, from_addr, to_addr, recipients, subject, text_body, html_body, headers, attachments, size, received_at, tls"
 
 export const toCapturedMessage = (
   row: CapturedMessageRow,
@@ -146,4 +149,5 @@ export const toCapturedMessage = (
   attachments: attachments ?? row.attachments ?? [],
   size: row.size,
   received_at: iso(row.received_at)!,
+  tls: row.tls ?? null,
 })

@@ -11,7 +11,7 @@ import { inMemory, isMessageBytes, type MessageBytes } from "../ingest/bytes.ts"
 import { type MalformedMessage, parseMessage } from "../ingest/parse.ts"
 import { attachmentRows, messageColumns } from "../ingest/rows.ts"
 import { pgSafe, safeJson } from "../ingest/text.ts"
-import type { AttachmentMeta } from "../messages/schema.ts"
+import type { AttachmentMeta, TlsFacts } from "../messages/schema.ts"
 import { type Forbidden, LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { toBase64 } from "../shared/crypto.ts"
@@ -28,6 +28,8 @@ export interface Submission {
   readonly mailFrom: string
   /** RCPT TO addresses as given, in order. */
   readonly recipients: ReadonlyArray<string>
+  /** The session's TLS, or null in plaintext (stored with the message). */
+  readonly tls?: TlsFacts | null
 }
 
 export interface SandboxShape {
@@ -109,8 +111,8 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
         return yield* db.transaction(Effect.gen(function*() {
           const [row] = yield* db.query<{ id: number }>(
             `INSERT INTO sandbox_messages (user_id, credential_id, envelope_from, from_addr, to_addr, recipients, subject, text_body,
-                                           html_body, headers, attachments, message_id, size, raw, received_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, decode($14, 'base64'), $15) RETURNING id`,
+                                           html_body, headers, attachments, message_id, size, raw, received_at, tls)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, decode($14, 'base64'), $15, $16) RETURNING id`,
             [
               userId,
               credentialId,
@@ -127,6 +129,7 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
               message.size,
               raw,
               at,
+              s.tls ? JSON.stringify({ protocol: s.tls.protocol, cipher: s.tls.cipher }) : null,
             ],
           )
           const parts = attachmentRows(parsed)

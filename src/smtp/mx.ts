@@ -60,7 +60,8 @@ export const startMx = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, 
       onMailFrom(_address, session, callback) {
         const state = stateOf(session)
         // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
-        if (state.envelope.held.size === 0 && state.envelope.routes.size === 0) return callback()
+        const { held, routes, returnPaths } = state.envelope
+        if (held.size === 0 && routes.size === 0 && returnPaths.size === 0) return callback()
         run(onMailFrom(state), (err) => callback(err))
       },
 

@@ -51,7 +51,11 @@ export const endTransaction = (state: MxSessionState) => Ingest.use((ingest) => 
 /** MAIL FROM starts a transaction; whatever the previous one (if RSET) still held is let go. */
 export const onMailFrom = endTransaction
 
-/** RCPT TO: the recipient reaches an address and its owner can pay for one more copy. */
+/**
+ * RCPT TO: the recipient reaches an address and its owner can pay for one more copy, or it is a
+ * valid VERP return path (free). Refusals with 5xx, a forged return path among them, count
+ * toward MAX_BAD_RECIPIENTS.
+ */
 export const onRecipient = (state: MxSessionState, recipient: string) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
@@ -66,14 +70,17 @@ export const onRecipient = (state: MxSessionState, recipient: string) =>
   })
 
 /**
- * End of DATA: stores the message for the recipients admitted at RCPT (or, without any, for the
- * delivery's recipients looked up now); the text of the 250 names the stored message ids. The
- * transaction's holds are freed once it is answered, after the commit.
+ * End of DATA: reads the message as a report for the return paths admitted at RCPT and stores it
+ * for the addresses (or, without any admitted recipient, for the delivery's recipients looked up
+ * now); the text of the 250 names the stored message ids. The transaction's holds are freed once
+ * it is answered, after the commit.
  */
-export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "routes">) =>
+export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "routes" | "returnPaths">) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
     const routes = [...state.envelope.routes.values()]
-    const ids = yield* replying()(ingest.deliver(routes.length > 0 ? { ...delivery, routes } : delivery))
-    return `2.0.0 OK: stored as ${ids.join(",")}`
+    const returnPaths = [...state.envelope.returnPaths.values()]
+    const admitted = routes.length > 0 || returnPaths.length > 0
+    const ids = yield* replying()(ingest.deliver(admitted ? { ...delivery, routes, returnPaths } : delivery))
+    return ids.length > 0 ? `2.0.0 OK: stored as ${ids.join(",")}` : "2.0.0 OK: delivery report received"
   }).pipe(Effect.ensuring(endTransaction(state)))

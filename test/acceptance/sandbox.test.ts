@@ -26,7 +26,7 @@ const authCode = async (user: string, pass: string) => {
 }
 
 const LIST_FIELDS = ["client_id", "client_secret_prefix", "created_at", "id", "last_used_at", "revoked_at", "scopes", "status"]
-const CAPTURED_FIELDS = ["attachments", "from_addr", "headers", "html_body", "id", "received_at", "recipients", "size", "subject", "text_body", "to_addr"]
+const CAPTURED_FIELDS = ["attachments", "from_addr", "headers", "html_body", "id", "received_at", "recipients", "size", "subject", "text_body", "tls", "to_addr"]
 
 describe("sandbox", () => {
   it("credentials: 201 with client_id/client_secret once, list masked, AUTH PLAIN, capture at zero balance, revoke at once", async () => {
@@ -61,6 +61,7 @@ describe("sandbox", () => {
     expect(msgs).toHaveLength(1)
     const m = expectOk(await call("GET", `/api/sandbox/messages/${msgs[0]!.id}`, acc.key)) as Record<string, any>
     expect(Object.keys(m).sort()).toEqual(CAPTURED_FIELDS)
+    expect(m.tls).toBeNull()
     expect(m.from_addr).toContain("app@shop.example")
     expect(m.to_addr).toBe("one@customer.example")
     expect(m.recipients).toEqual(["one@customer.example", "two@customer.example", "three@customer.example"])

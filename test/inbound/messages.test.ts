@@ -132,8 +132,10 @@ describe("GET, PATCH and raw of one message", () => {
       "received_at",
       "subject",
       "text_body",
+      "tls",
       "to_addr",
     ])
+    expect(m.tls).toBeNull()
     expect(m).toMatchObject({ id, address_id: address.id, subject: "Café na chai", html_body: "", attachments: [], is_read: false })
     expect(m.from_addr).toBe("Jørgen <jorgen@sender.example>")
     expect(m.text_body).toContain("Karibu café, bei ni £ 5")

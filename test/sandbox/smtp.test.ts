@@ -63,8 +63,9 @@ describe("capturing with a real client (nodemailer)", () => {
     expect(list.body.pagination).toEqual({ page: 1, per_page: 20, total: 1, total_pages: 1 })
     const [summary] = list.body.data
     expect(Object.keys(summary).sort()).toEqual(
-      ["attachments", "from_addr", "headers", "html_body", "id", "received_at", "recipients", "size", "subject", "text_body", "to_addr"],
+      ["attachments", "from_addr", "headers", "html_body", "id", "received_at", "recipients", "size", "subject", "text_body", "tls", "to_addr"],
     )
+    expect(summary.tls).toBeNull()
     expect(summary).toMatchObject({
       id,
       from_addr: "Duka la Asha <orders@duka.example>",

@@ -62,8 +62,9 @@ describe("MX with a real client (nodemailer)", () => {
     expect(list.body.pagination).toEqual({ page: 1, per_page: 20, total: 1, total_pages: 1 })
     const [summary] = list.body.data
     expect(Object.keys(summary).sort()).toEqual(
-      ["address_id", "attachments", "from_addr", "headers", "html_body", "id", "is_read", "received_at", "subject", "text_body", "to_addr"],
+      ["address_id", "attachments", "from_addr", "headers", "html_body", "id", "is_read", "received_at", "subject", "text_body", "tls", "to_addr"],
     )
+    expect(summary.tls).toBeNull()
     expect(summary).toMatchObject({
       address_id: address.id,
       from_addr: "Asha Mwinyi <asha@sender.example>",

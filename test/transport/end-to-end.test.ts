@@ -98,7 +98,7 @@ describe("a bounce and a complaint for one outbound message", () => {
   })
 
   // Phase 2 (MX intake wired): the same reports arrive over SMTP at the MX.
-  it.skip("the same, with the reports delivered to the MX over SMTP", async () => {
+  it("the same, with the reports delivered to the MX over SMTP", async () => {
     receiver.requests.length = 0
     const account = await fundedAccount(api, 100)
     const endpoint = await api.call("POST", "/api/webhook/endpoints", {
@@ -118,7 +118,7 @@ describe("a bounce and a complaint for one outbound message", () => {
   })
 
   // Phase 2 (ingest and sandbox record `tls`): a TLS session stores {protocol, cipher}, a plaintext one null.
-  it.skip("stores tls on inbound and captured messages, and says ESMTPS in the Received line", async () => {
+  it("stores tls on inbound and captured messages, and says ESMTPS in the Received line", async () => {
     const ca = fs.readFileSync(generatedFiles(api.settings.dataDir, api.settings.mxHost).cert, "utf8")
     const tlsOptions = { ca, servername: api.settings.mxHost }
     const owner = await createAccount(api)
