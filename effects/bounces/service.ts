@@ -67,6 +67,8 @@ interface RecipientRow {
   readonly email: string
   readonly user_id: number
   readonly feedback_type: keyof typeof RANK | null
+  readonly feedback_smtp_code: string | null
+  readonly feedback_diagnostic: string | null
 }
 
 export class Bounces extends Context.Service<Bounces, BouncesShape>()("app/Bounces") {
@@ -81,7 +83,7 @@ export class Bounces extends Context.Service<Bounces, BouncesShape>()("app/Bounc
       const recipientAt = (r: VerpRecipient, lock: boolean) =>
         Effect.map(
           db.query<RecipientRow>(
-            `SELECT r.id, r.email, m.user_id, r.feedback_type
+            `SELECT r.id, r.email, m.user_id, r.feedback_type, r.feedback_smtp_code, r.feedback_diagnostic
                FROM outbound_recipients r JOIN outbound_messages m ON m.id = r.message_id
               WHERE r.message_id = $1
               ORDER BY r.id OFFSET $2 LIMIT 1${lock ? " FOR UPDATE OF r" : ""}`,
@@ -105,6 +107,14 @@ export class Bounces extends Context.Service<Bounces, BouncesShape>()("app/Bounc
           const verdict = verdictFor(report, row.email)
           if ("ignored" in verdict) return { _tag: "Ignored", reason: verdict.ignored } as const
           if (row.feedback_type && RANK[row.feedback_type] > RANK[verdict.type]) {
+            return { _tag: "Ignored", reason: `already ${row.feedback_type}` } as const
+          }
+          // The same report again: a sender retrying a message whose mailbox copies failed to store
+          // (451) after the report was read. Recording it twice would send the event twice.
+          if (
+            row.feedback_type === verdict.type && row.feedback_smtp_code === verdict.smtpCode &&
+            row.feedback_diagnostic === verdict.diagnostic
+          ) {
             return { _tag: "Ignored", reason: `already ${row.feedback_type}` } as const
           }
           const at = new Date(Number(yield* Clock.currentTimeMillis))

@@ -139,6 +139,17 @@ describe("processing", () => {
     expect(await query(api, "SELECT email FROM suppressions WHERE user_id = $1", [a.userId])).toEqual([])
   })
 
+  it("the same report delivered again (a sender's retry) records nothing and sends no second event", async () => {
+    const a = await fundedAccount(api, 100)
+    await api.call("POST", "/api/webhook/endpoints", { token: a.apiKey, body: { url: "https://hooks.example.co.tz/mail", events: ["email.bounced"] } })
+    const sent = await sendThroughRelay(api, relay, a, [JUMA])
+    const path = sent.returnPaths.get(JUMA)!
+    expect(await feedBounce(api, path, bounceFixture("gmail-dsn-5.1.1.eml"))).toMatchObject({ _tag: "Recorded", type: "bounced" })
+    expect(await feedBounce(api, path, bounceFixture("gmail-dsn-5.1.1.eml"))).toEqual({ _tag: "Ignored", reason: "already bounced" })
+    const events = await query(api, "SELECT event FROM event_deliveries WHERE endpoint_id = ANY(SELECT id FROM event_endpoints WHERE user_id = $1)", [a.userId])
+    expect(events).toEqual([{ event: "email.bounced" }])
+  })
+
   it("suppresses for the sending account only", async () => {
     const [a, b] = [await fundedAccount(api, 100), await fundedAccount(api, 100)]
     const sent = await sendThroughRelay(api, relay, a, [JUMA])
