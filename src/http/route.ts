@@ -7,6 +7,7 @@ import type { Effect, Schema } from "effect"
 import type { Principal } from "../../effects/auth/service.ts"
 import type { Scope } from "../../effects/auth/scopes.ts"
 import type { Pagination } from "../../effects/shared/schema.ts"
+import type { AppServices } from "../layers.ts"
 
 export type Method = "get" | "post" | "put" | "patch" | "delete"
 
@@ -39,8 +40,6 @@ export interface Reply {
   readonly raw?: { readonly body: string | Uint8Array; readonly contentType: string }
 }
 
-type AnySchema = Schema.Codec<any, any, never, never>
-
 export interface RouteSpec<B, Q, P, A extends Auth> {
   readonly method: Method
   /** Hono path syntax: `/api/inbound/messages/:id`. */
@@ -51,25 +50,33 @@ export interface RouteSpec<B, Q, P, A extends Auth> {
   readonly summary: string
   readonly tag: string
   readonly description?: string
-  readonly body?: Schema.Codec<B, any, never, never>
-  readonly query?: Schema.Codec<Q, any, never, never>
-  readonly params?: Schema.Codec<P, any, never, never>
+  readonly body?: Schema.Codec<B, unknown>
+  readonly query?: Schema.Codec<Q, unknown>
+  readonly params?: Schema.Codec<P, unknown>
   /** Schema of `data` in a successful answer (documentation only). */
-  readonly response?: AnySchema
+  readonly response?: Schema.Codec<unknown, unknown>
   /** Success status, e.g. 201 for creations. */
   readonly status?: number
   readonly rawBody?: boolean
   /** Hide from the OpenAPI document (the fake gateway's pages). */
   readonly internal?: boolean
-  // Handlers may need any service of the app; the runtime provides them all (src/layers.ts).
-  readonly handler: (ctx: RequestContext<B, Q, P, A>) => Effect.Effect<Reply, unknown, any>
+  /**
+   * Runs on the app's runtime, so it may use any service the layers provide (AppServices); one
+   * they do not provide is a compile error. Failures are rendered by src/http/errors.ts.
+   */
+  readonly handler: (ctx: RequestContext<B, Q, P, A>) => Effect.Effect<Reply, unknown, AppServices>
 }
 
-export type Route = RouteSpec<any, any, any, Auth>
+/** A declared route as the app and the OpenAPI document see it: its request types erased. */
+export interface Route extends Omit<RouteSpec<unknown, unknown, unknown, Auth>, "handler"> {
+  // Method syntax on purpose: its parameter is compared bivariantly, which is what lets a
+  // RouteSpec<B, Q, P, A> stand here. Sound because app.ts decodes body, query and params with
+  // this route's own schemas (and authenticates per `auth`) before calling it.
+  handler(ctx: RequestContext<unknown, unknown, unknown, Auth>): Effect.Effect<Reply, unknown, AppServices>
+}
 
 /** Declares a route; the generics are inferred from the schemas. */
-export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Auth>(spec: RouteSpec<B, Q, P, A>): Route =>
-  spec as Route
+export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Auth>(spec: RouteSpec<B, Q, P, A>): Route => spec
 
 /** A successful reply. */
 export const ok = (data?: unknown, extra: Omit<Reply, "data"> = {}): Reply => ({ data, ...extra })

@@ -3,7 +3,8 @@
  * with, the one local-error reply, turning a step's failures and defects into replies, and the
  * bridge from an Effect step to smtp-server's callbacks.
  */
-import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
+import type { AppRuntime, AppServices } from "../layers.ts"
 
 /** An SMTP answer other than success; the server writes `code message`. */
 export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
@@ -42,14 +43,16 @@ export const replyingWith = (server: string, table: (e: { readonly _tag: string;
  * Runs a session step on the runtime and hands its outcome to an smtp-server callback: the
  * step's SmtpReply on failure, 451 on a defect (logged as `<server>: step died`).
  */
-export const stepRunner = (runtime: ManagedRuntime.ManagedRuntime<any, any>, server: string) =>
-<A>(effect: Effect.Effect<A, SmtpReply, any>, done: (err: Error | null, value?: A) => void) => {
+export const stepRunner = (runtime: AppRuntime, server: string) =>
+<A>(effect: Effect.Effect<A, SmtpReply, AppServices>, done: (err: Error | null, value?: A) => void) => {
   runtime.runPromiseExit(effect).then(
     (exit) => {
       if (Exit.isSuccess(exit)) return done(null, exit.value)
-      const failure = exit.cause.reasons.find(Cause.isFailReason)
-      if (!failure) runtime.runFork(Effect.logError(`${server}: step died`, exit.cause))
-      done(smtpError(failure ? failure.error : LOCAL_ERROR))
+      // Besides the step's SmtpReply, only the runtime's own build failure can arrive here.
+      const failure = exit.cause.reasons.find(Cause.isFailReason)?.error
+      const answer = failure instanceof SmtpReply ? failure : undefined
+      if (!answer) runtime.runFork(Effect.logError(`${server}: step died`, exit.cause))
+      done(smtpError(answer ?? LOCAL_ERROR))
     },
     // Only when the runtime itself is gone (shutting down).
     () => done(smtpError(LOCAL_ERROR)),

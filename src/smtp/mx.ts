@@ -9,7 +9,7 @@
  * No AUTH here: an MX takes mail from anyone for our domains. STARTTLS is offered with the
  * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
  */
-import { Effect, type ManagedRuntime } from "effect"
+import { Effect } from "effect"
 import type { AddressInfo } from "node:net"
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
@@ -19,6 +19,7 @@ import { prepareSpool, readMessage } from "./data.ts"
 import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
+import type { AppRuntime } from "../layers.ts"
 
 /** The MX's smtp-server options, apart from its handlers. */
 export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOptions => ({
@@ -36,7 +37,7 @@ export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOpt
   maxClients: 1_000,
 })
 
-export const startMx = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings) => {
+export const startMx = async (runtime: AppRuntime, settings: Settings) => {
   const tls = await smtpTls(runtime, settings, "mx")
   return new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
     const states = new Map<string, MxSessionState>()

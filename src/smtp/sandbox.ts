@@ -17,7 +17,7 @@
  * Limits as on the MX: SMTP_MAX_SESSIONS_PER_IP sessions per client address (per listener), message
  * bytes within the process's SMTP_MEMORY_BYTES (large messages spool to DATA_DIR, ./data.ts).
  */
-import { Effect, type ManagedRuntime } from "effect"
+import { Effect } from "effect"
 import type { AddressInfo } from "node:net"
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
@@ -28,6 +28,7 @@ import { prepareSpool, readMessage } from "./data.ts"
 import { sessionsPerIp, SmtpMemory } from "./limits.ts"
 import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
+import type { AppRuntime } from "../layers.ts"
 
 /** The sandbox's smtp-server options, apart from its handlers. */
 export const sandboxServerOptions = (settings: Settings, tls: SmtpTls, implicitTls: boolean): SMTPServerOptions => ({
@@ -50,7 +51,7 @@ export const sandboxServerOptions = (settings: Settings, tls: SmtpTls, implicitT
 })
 
 /** `implicitTls`: the SANDBOX_SMTPS_PORT listener (TLS from the first byte, no STARTTLS). */
-export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings, implicitTls = false) => {
+export const startSandboxSmtp = async (runtime: AppRuntime, settings: Settings, implicitTls = false) => {
   const tls = await smtpTls(runtime, settings, implicitTls ? "sandbox_smtps" : "sandbox", implicitTls ? "not listening on SANDBOX_SMTPS_PORT" : undefined)
   if (implicitTls && !tls.enabled) return { port: 0, close: () => Promise.resolve() }
   return new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {

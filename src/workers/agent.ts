@@ -14,6 +14,7 @@ import { Effect, Layer, Option } from "effect"
 import { AGENT_QUEUE } from "../../effects/agent/jobs.ts"
 import { AGENT_LEASE, AgentReplier } from "../../effects/agent/replier.ts"
 import type { AgentJobRow } from "../../effects/agent/schema.ts"
+import type { Database } from "../../effects/ports/Database.ts"
 import { makeWakeups, wakeForEarliest } from "./webhooks.ts"
 import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
 
@@ -21,7 +22,7 @@ import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
 export const agentWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void) =>
   Effect.gen(function*() {
     const replier = yield* AgentReplier
-    const spec: WorkerSpec<AgentJobRow> = {
+    const spec: WorkerSpec<AgentJobRow, Database> = {
       name: AGENT_QUEUE,
       claim: claimDue<AgentJobRow>({ table: "agent_jobs", dueColumn: "next_attempt_at", statuses: ["pending"], lease: AGENT_LEASE }),
       handle: (job) => Effect.flatMap(replier.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),

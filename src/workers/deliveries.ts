@@ -56,7 +56,7 @@ export interface DeliveryQueue<J> {
 }
 
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
-export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J> => ({
+export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J, Database> => ({
   name: queue.name,
   claim: claimDue<J>({ table: queue.table, dueColumn: "next_attempt_at", statuses: queue.statuses, lease: queue.lease }),
   handle: (job) => Effect.flatMap(queue.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
