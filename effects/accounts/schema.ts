@@ -87,17 +87,25 @@ export const PhoneVerificationSent = Schema.Struct({ phone_number: Schema.String
 export const EmailVerified = Schema.Struct({ email: Schema.String, email_verified: Schema.Boolean })
 
 /** The columns of `users` the API needs (never the password hash). */
-export interface UserRow {
-  readonly id: number
-  readonly name: string
-  readonly company_name: string | null
-  readonly email: string | null
-  readonly phone_number: string | null
-  readonly email_verified: boolean
-  readonly phone_verified: boolean
-  readonly disabled_at: Date | null
-  readonly created_at: Date
-}
+/** An account as stored (USER_COLUMNS), decoded where it is read. */
+export const UserRow = Schema.Struct({
+  id: Schema.Int,
+  name: Schema.String,
+  company_name: Schema.NullOr(Schema.String),
+  email: Schema.NullOr(Schema.String),
+  phone_number: Schema.NullOr(Schema.String),
+  email_verified: Schema.Boolean,
+  phone_verified: Schema.Boolean,
+  disabled_at: Schema.NullOr(Schema.Date),
+  created_at: Schema.Date,
+})
+export type UserRow = typeof UserRow.Type
+
+/** USER_COLUMNS plus the password hash: what a sign-in is checked against. */
+export const UserWithPasswordRow = Schema.Struct({ ...UserRow.fields, password_hash: Schema.NullOr(Schema.String) })
+
+/** USER_COLUMNS plus the linked Google account: what a Google sign-in links by. */
+export const UserWithGoogleRow = Schema.Struct({ ...UserRow.fields, google_sub: Schema.NullOr(Schema.String) })
 
 export const USER_COLUMNS = "id, name, company_name, email, phone_number, email_verified, phone_verified, disabled_at, created_at"
 
