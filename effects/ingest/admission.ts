@@ -10,22 +10,22 @@
  * money is never counted as free while it is neither held nor debited.
  */
 import { Context, Layer } from "effect"
-import type { Route } from "../addresses/schema.ts"
+import type { Destination } from "../addresses/schema.ts"
 
-/** A route as accepted at RCPT, with the recipient as the client wrote it. */
-export interface AdmittedRoute extends Route {
+/** A destination as accepted at RCPT, with the recipient as the client wrote it. */
+export interface AdmittedDestination extends Destination {
   readonly rcpt: string
 }
 
 /** What one SMTP transaction was admitted for. */
 export interface Envelope {
   /** By address id, in RCPT order: each address gets one copy however many forms name it. */
-  readonly routes: Map<number, AdmittedRoute>
+  readonly destinations: Map<number, AdmittedDestination>
   /** TZS held per account for this transaction. */
   readonly held: Map<number, number>
 }
 
-export const newEnvelope = (): Envelope => ({ routes: new Map(), held: new Map() })
+export const newEnvelope = (): Envelope => ({ destinations: new Map(), held: new Map() })
 
 export interface ReservationsShape {
   /** TZS held for an account by every open transaction of this process. */
@@ -51,7 +51,7 @@ export class Reservations extends Context.Service<Reservations, ReservationsShap
           else held.delete(userId)
         }
         envelope.held.clear()
-        envelope.routes.clear()
+        envelope.destinations.clear()
       },
     })
   })

@@ -10,19 +10,19 @@
  * promised at RCPT is held until commit (./admission.ts).
  *
  * A recipient class other than a mailbox (VERP bounces, free of charge) has its seam in `admit`
- * (a branch on the target's `_tag`) and in `deliver` (routes of that class go elsewhere, not to
+ * (a branch on the target's `_tag`) and in `deliver` (destinations of that class go elsewhere, not to
  * the writer).
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { type DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
-import type { Route } from "../addresses/schema.ts"
+import type { Destination } from "../addresses/schema.ts"
 import { PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { AppConfig } from "../config.ts"
 import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { type AdmittedRoute, type Envelope, Reservations } from "./admission.ts"
+import { type AdmittedDestination, type Envelope, Reservations } from "./admission.ts"
 import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { type MalformedMessage, parseMessage } from "./parse.ts"
@@ -39,8 +39,8 @@ export interface Delivery {
   readonly mailFrom: string
   /** RCPT TO addresses as given, in order. */
   readonly recipients: ReadonlyArray<string>
-  /** The routes admitted at RCPT (the MX session has them); looked up again when absent. */
-  readonly routes?: ReadonlyArray<AdmittedRoute>
+  /** The destinations admitted at RCPT (the MX session has them); looked up again when absent. */
+  readonly destinations?: ReadonlyArray<AdmittedDestination>
   readonly client: {
     readonly ip: string
     readonly helo: string
@@ -51,14 +51,14 @@ export interface Delivery {
 
 export interface IngestShape {
   /**
-   * RCPT-time check: the recipient routes to an address, its domain is not suspended, and the
+   * RCPT-time check: the recipient reaches an address, its domain is not suspended, and the
    * wallet covers this copy on top of every copy already held (this transaction's and other
-   * sessions' not yet committed). Records the route and the hold in `envelope`.
+   * sessions' not yet committed). Records the destination and the hold in `envelope`.
    */
   readonly admit: (
     recipient: string,
     envelope: Envelope,
-  ) => Effect.Effect<Route, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
+  ) => Effect.Effect<Destination, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
   /** Ends an SMTP transaction: what it held is free again. */
   readonly release: (envelope: Envelope) => Effect.Effect<void>
   /** DATA-time: authenticate, parse, and store + charge every recipient address; returns the message ids. */
@@ -80,10 +80,10 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
 
       const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
-        const { route, balance } = target
+        const { destination, balance } = target
         // The same address again (another spelling, a +tag) is the same copy: nothing more to pay.
-        if (envelope.routes.has(route.addressId)) return route
-        const free = balance - reservations.heldFor(route.userId)
+        if (envelope.destinations.has(destination.addressId)) return destination
+        const free = balance - reservations.heldFor(destination.userId)
         if (free < PRICE_PER_MESSAGE_TZS) {
           return yield* new InsufficientBalance({
             message: "the account cannot pay for this message",
@@ -91,30 +91,30 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
             balance_tzs: Math.max(0, free),
           })
         }
-        reservations.hold(envelope, route.userId, PRICE_PER_MESSAGE_TZS)
-        envelope.routes.set(route.addressId, { ...route, rcpt: recipient })
-        return route
+        reservations.hold(envelope, destination.userId, PRICE_PER_MESSAGE_TZS)
+        envelope.destinations.set(destination.addressId, { ...destination, rcpt: recipient })
+        return destination
       })
 
       const release = (envelope: Envelope) => Effect.sync(() => reservations.release(envelope))
 
-      /** Routes of the recipients that reach an address, one per address (the path without an MX session). */
-      const routesOf = (rcpts: ReadonlyArray<string>) =>
+      /** Destinations of the recipients that reach an address, one per address (the path without an MX session). */
+      const destinationsOf = (rcpts: ReadonlyArray<string>) =>
         Effect.gen(function*() {
           const found = yield* Effect.forEach(rcpts, (rcpt) =>
             recipients.lookup(rcpt).pipe(
-              Effect.map((t) => [{ ...t.route, rcpt }]),
+              Effect.map((t) => [{ ...t.destination, rcpt }]),
               Effect.catchTags({ UnknownRecipient: () => Effect.succeed([]), DomainSuspended: () => Effect.succeed([]) }),
             ), { concurrency: "unbounded" })
-          const byAddress = new Map<number, AdmittedRoute>()
+          const byAddress = new Map<number, AdmittedDestination>()
           for (const r of found.flat()) if (!byAddress.has(r.addressId)) byAddress.set(r.addressId, r)
           return [...byAddress.values()]
         })
 
       const deliver = Effect.fn("Ingest.deliver")(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
-        const routes = d.routes ?? (yield* routesOf(d.recipients))
-        if (routes.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
+        const destinations = d.destinations ?? (yield* destinationsOf(d.recipients))
+        if (destinations.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         const at = new Date(Number(yield* Clock.currentTimeMillis))
         const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
           .pipe(Effect.provideContext(context))
@@ -123,7 +123,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const parsed = yield* parseMessage(message, trace)
         const body = yield* Effect.promise(() => message.read())
         const stored = yield* writer.submit({
-          routes: routes.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
+          destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
           columns: messageColumns(parsed, d.mailFrom),
           authResults: jsonSafe(auth.results),
           attachments: attachmentRows(parsed),

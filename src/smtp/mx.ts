@@ -61,7 +61,7 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
       onMailFrom(_address, session, callback) {
         const state = stateOf(session)
         // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
-        if (state.envelope.held.size === 0 && state.envelope.routes.size === 0) return callback()
+        if (state.envelope.held.size === 0 && state.envelope.destinations.size === 0) return callback()
         run(onMailFrom(state), (err) => callback(err))
       },
 

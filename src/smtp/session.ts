@@ -70,10 +70,10 @@ export const onRecipient = (state: MxSessionState, recipient: string) =>
  * delivery's recipients looked up now); the text of the 250 names the stored message ids. The
  * transaction's holds are freed once it is answered, after the commit.
  */
-export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "routes">) =>
+export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "destinations">) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
-    const routes = [...state.envelope.routes.values()]
-    const ids = yield* replying()(ingest.deliver(routes.length > 0 ? { ...delivery, routes } : delivery))
+    const destinations = [...state.envelope.destinations.values()]
+    const ids = yield* replying()(ingest.deliver(destinations.length > 0 ? { ...delivery, destinations } : delivery))
     return `2.0.0 OK: stored as ${ids.join(",")}`
   }).pipe(Effect.ensuring(endTransaction(state)))
