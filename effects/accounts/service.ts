@@ -9,7 +9,6 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { GoogleIdentity } from "../auth/google.ts"
-import { Authenticator } from "../auth/service.ts"
 import {
   AccountDisabled,
   Conflict,

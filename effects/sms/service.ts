@@ -3,7 +3,7 @@
  * a phone, sent with the account's own SMS provider key (the platform does not charge for SMS).
  * The key is shown once and kept sealed, because every send needs it again.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
 import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
 import { Conflict, Forbidden, NotFound } from "../errors.ts"
