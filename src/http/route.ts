@@ -3,10 +3,10 @@
  * The same declaration drives request decoding (src/http/app.ts) and the OpenAPI document
  * (src/http/openapi.ts), so the documentation cannot drift from what the server enforces.
  */
-import type { Effect, Schema } from "effect"
+import { Effect, type Schema } from "effect"
 import type { Principal } from "../../effects/auth/service.ts"
 import type { Scope } from "../../effects/auth/scopes.ts"
-import type { Pagination } from "../../effects/shared/schema.ts"
+import { type Pagination, pagination, paging } from "../../effects/shared/schema.ts"
 import type { AppServices } from "../layers.ts"
 
 export type Method = "get" | "post" | "put" | "patch" | "delete"
@@ -80,3 +80,19 @@ export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Au
 
 /** A successful reply. */
 export const ok = (data?: unknown, extra: Omit<Reply, "data"> = {}): Reply => ({ data, ...extra })
+
+/** A service's answer as the reply's data. */
+export const okFrom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Reply, E, R> => Effect.map(effect, (data) => ok(data))
+
+/**
+ * A listing: `list` reads one page (limit and offset from `?page` and `?per_page`); the reply
+ * carries the rows, each through `toJson`, and the page's pagination.
+ */
+export const paged = <Row, E, R>(
+  query: { readonly page?: number | undefined; readonly per_page?: number | undefined },
+  list: (page: { readonly limit: number; readonly offset: number }) => Effect.Effect<{ readonly rows: ReadonlyArray<Row>; readonly total: number }, E, R>,
+  toJson: (row: Row) => unknown = (row) => row,
+): Effect.Effect<Reply, E, R> => {
+  const { page, perPage, offset } = paging(query)
+  return Effect.map(list({ limit: perPage, offset }), ({ rows, total }) => ok(rows.map(toJson), { pagination: pagination(page, perPage, total) }))
+}
