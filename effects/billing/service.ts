@@ -10,6 +10,7 @@ import { InsufficientBalance, ValidationError } from "../errors.ts"
 import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { inList } from "../shared/values.ts"
 import { BalanceRow, LedgerEntry, type LedgerKind } from "./schema.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 // Every balance and ledger row is decoded (queryAs): money is never read through a bare cast.
 const WalletRow = Schema.Struct({ user_id: Schema.Int, balance_tzs: BalanceRow.fields.balance_tzs })
@@ -122,17 +123,7 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
         }))
       })
 
-      const entries = (userId: number, page: { limit: number; offset: number }) =>
-        Effect.gen(function*() {
-          const rows = yield* queryAs(
-            db,
-            LedgerEntry,
-            "SELECT * FROM ledger_entries WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-            [userId, page.limit, page.offset],
-          )
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM ledger_entries WHERE user_id = $1", [userId])
-          return { rows, total: count?.n ?? 0 }
-        })
+      const entries = newestFirst(db, "ledger_entries", "user_id", LedgerEntry)
 
       const lockBalances = Effect.fn("Billing.lockBalances")(function*(userIds: ReadonlyArray<number>) {
         const ids = [...new Set(userIds)].sort((a, b) => a - b)

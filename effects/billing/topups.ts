@@ -12,6 +12,7 @@ import { type Checkout, type GatewayError, PaymentGateway, type UssdPush } from 
 import { randomHex } from "../shared/crypto.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
 import { MAX_TOPUP_TZS, MIN_TOPUP_TZS, Topup, type TopupChannel } from "./schema.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 /** SPEC.md: the checkout link is valid 1 hour. */
 export const CHECKOUT_LIFETIME_MS = 60 * 60 * 1000
@@ -147,17 +148,8 @@ export class Topups extends Context.Service<Topups, TopupsShape>()("app/Topups")
         return row
       })
 
-      const list = (userId: number, page: { limit: number; offset: number }) =>
-        Effect.gen(function*() {
-          const rows = yield* queryAs(
-            db,
-            Topup,
-            "SELECT * FROM topups WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-            [userId, page.limit, page.offset],
-          )
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM topups WHERE user_id = $1", [userId])
-          return { rows, total: count?.n ?? 0 }
-        }).pipe(Effect.withSpan("Topups.list"))
+      const page = newestFirst(db, "topups", "user_id", Topup)
+      const list = (userId: number, p: { limit: number; offset: number }) => page(userId, p).pipe(Effect.withSpan("Topups.list"))
 
       return Topups.of({ create, createPhone, get, list })
     }),
