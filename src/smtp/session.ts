@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import { type Envelope, newEnvelope } from "../../effects/ingest/admission.ts"
 import { type Delivery, Ingest } from "../../effects/ingest/service.ts"
-import { LOCAL_ERROR, reply, replyingWith, SmtpReply } from "./common.ts"
+import { commonReply, reply, replyingWith, SmtpReply } from "./common.ts"
 
 export { SmtpReply }
 
@@ -34,12 +34,8 @@ export const toReply = (e: { readonly _tag: string }, rcpt?: string): SmtpReply 
       return reply(451, `4.4.3 ${who}Domain's DNS records are not in place, try again later`)
     case "InsufficientBalance":
       return reply(452, `4.2.2 ${who}Mailbox cannot accept mail right now, try again later`)
-    case "MalformedMessage":
-      return reply(554, "5.6.0 Message could not be parsed")
-    case "SmtpReply":
-      return e as SmtpReply
     default:
-      return LOCAL_ERROR
+      return commonReply(e)
   }
 }
 
