@@ -58,15 +58,20 @@ export const PhoneVerifyBody = Schema.Struct({
   code: Text.check(Schema.isPattern(/^\d{6}$/, msg("Expected the 6-digit code"))),
 })
 
-/** The account as the API shows it. */
-export const User = Schema.Struct({
-  id: Schema.Number,
+/** Who the account is and what it has proven: the same in the API and in the row. */
+const AccountFields = {
   name: Schema.String,
   company_name: Schema.NullOr(Schema.String),
   email: Schema.NullOr(Schema.String),
   phone_number: Schema.NullOr(Schema.String),
   email_verified: Schema.Boolean,
   phone_verified: Schema.Boolean,
+}
+
+/** The account as the API shows it. */
+export const User = Schema.Struct({
+  id: Schema.Number,
+  ...AccountFields,
   created_at: Schema.String,
 })
 export type User = typeof User.Type
@@ -86,16 +91,10 @@ export const EmailVerificationSent = Schema.Struct({ email: Schema.String, expir
 export const PhoneVerificationSent = Schema.Struct({ phone_number: Schema.String, expires_at: Schema.String })
 export const EmailVerified = Schema.Struct({ email: Schema.String, email_verified: Schema.Boolean })
 
-/** The columns of `users` the API needs (never the password hash). */
-/** An account as stored (USER_COLUMNS), decoded where it is read. */
+/** The columns of `users` the API needs (USER_COLUMNS, never the password hash), decoded where read. */
 export const UserRow = Schema.Struct({
   id: Schema.Int,
-  name: Schema.String,
-  company_name: Schema.NullOr(Schema.String),
-  email: Schema.NullOr(Schema.String),
-  phone_number: Schema.NullOr(Schema.String),
-  email_verified: Schema.Boolean,
-  phone_verified: Schema.Boolean,
+  ...AccountFields,
   disabled_at: Schema.NullOr(Schema.Date),
   created_at: Schema.Date,
 })
