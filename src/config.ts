@@ -4,10 +4,10 @@
  * are generated once into `DATA_DIR/secrets.json` when unset, so restarts keep tokens and
  * encrypted secrets valid; with NODE_ENV=production they must be given (src/production.ts).
  */
-import { Config, ConfigProvider, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Config, ConfigProvider, Duration, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { AppConfig, type Settings } from "../effects/config.ts"
+import type { Settings } from "../effects/config.ts"
 import { fromHex, randomHexSync } from "../effects/shared/crypto.ts"
 import { choiceProblems, PROVIDER_CHOICES, productionProblems } from "./production.ts"
 
@@ -190,6 +190,3 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     }
     return settings
   })
-
-/** The AppConfig layer read from the process environment. */
-export const layerFromEnv = Layer.effect(AppConfig, Effect.map(loadSettings(), AppConfig.of))

@@ -5,7 +5,7 @@
  *
  * Tiers: a service may depend on services of earlier tiers only.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, type ManagedRuntime } from "effect"
 import { Accounts } from "../effects/accounts/service.ts"
 import { agentSubscriber } from "../effects/agent/events.ts"
 import { AgentJobs } from "../effects/agent/jobs.ts"
@@ -35,6 +35,7 @@ import { Sandbox } from "../effects/sandbox/service.ts"
 import { SenderIdentities } from "../effects/sending-domains/identity.ts"
 import { SendingDomains } from "../effects/sending-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
+import type { DbError } from "../effects/ports/Database.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { SmsDeliveries } from "../effects/sms/delivery.ts"
 import { smsSubscriber } from "../effects/sms/events.ts"
@@ -152,3 +153,16 @@ export const workersLayer = Layer.mergeAll(
   agentWorkerLayer,
   eventWorkerLayer,
 )
+
+/** What the services need from outside: settings, the database, the HTTP client, the platform's providers. */
+export type Infrastructure = Layer.Services<typeof servicesLayer>
+
+/**
+ * The runtime's context: every service a route handler, SMTP step, worker or admin command may
+ * ask for. Derived from the layers, so a handler that needs a service no layer provides fails
+ * to compile instead of failing at run time.
+ */
+export type AppServices = Layer.Success<typeof servicesLayer> | Infrastructure
+
+/** The one runtime the process runs everything on (src/runtime.ts builds it); building it fails only on the database. */
+export type AppRuntime = ManagedRuntime.ManagedRuntime<AppServices, DbError>

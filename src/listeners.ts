@@ -2,15 +2,15 @@
  * Socket servers besides HTTP (the MX and sandbox SMTP servers). Each opens on start and closes
  * gracefully on stop; tests pass port 0 through the settings.
  */
-import type { ManagedRuntime } from "effect"
 import type { Settings } from "../effects/config.ts"
 import { mxListener } from "./smtp/mx.ts"
 import { sandboxListener, sandboxSmtpsListener } from "./smtp/sandbox.ts"
+import type { AppRuntime } from "./layers.ts"
 
 export interface Listener {
   readonly name: string
   readonly start: (
-    runtime: ManagedRuntime.ManagedRuntime<any, any>,
+    runtime: AppRuntime,
     settings: Settings,
   ) => Promise<{ readonly port: number; readonly close: () => Promise<void> }>
 }

@@ -8,12 +8,13 @@ import { serve } from "@hono/node-server"
 import type { Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { AppConfig, type Settings } from "../effects/config.ts"
+import type { Database, DbError } from "../effects/ports/Database.ts"
 import { HttpClient } from "../effects/ports/HttpClient.ts"
 import { databaseLayer } from "./db/layer.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { answerClientErrors, closeWhenBodyUnread } from "./http/client-errors.ts"
 import { routesFor } from "./http/routes/index.ts"
-import { servicesLayer, workersLayer } from "./layers.ts"
+import { type AppRuntime, servicesLayer, workersLayer } from "./layers.ts"
 import { loggerLayer } from "./logger.ts"
 import { listeners } from "./listeners.ts"
 import { platformProvidersLayer } from "./providers/platform.ts"
@@ -21,9 +22,12 @@ import { providerReport } from "./providers/report.ts"
 
 export interface Overrides {
   /** Replaces the database chosen from settings (tests: a fresh PGlite or a schema on PostgreSQL). */
-  readonly database?: Layer.Layer<any, any, any>
-  /** Replaces or adds infrastructure services (HttpClient with msw's fetch, provider fakes). */
-  readonly infrastructure?: Layer.Layer<never, never, never> | Layer.Layer<any, never, never>
+  readonly database?: Layer.Layer<Database, DbError, AppConfig>
+  /**
+   * Replaces or adds infrastructure services (HttpClient with msw's fetch, provider fakes, a
+   * TestClock). What it provides stays unnamed: it may only replace services the runtime has.
+   */
+  readonly infrastructure?: Layer.Layer<never>
   readonly logger?: Layer.Layer<never>
   /** Start the long-lived workers (tests that drive workers by hand leave them off). */
   readonly workers?: boolean
@@ -43,11 +47,12 @@ export const makeRuntime = (settings: Settings, overrides: Overrides = {}) => {
     Layer.provideMerge(servicesLayer),
     Layer.provideMerge(infra),
   )
-  return ManagedRuntime.make(app as Layer.Layer<any, never, never>)
+  const runtime: AppRuntime = ManagedRuntime.make(app)
+  return runtime
 }
 
 export interface Running {
-  readonly runtime: ReturnType<typeof makeRuntime>
+  readonly runtime: AppRuntime
   readonly httpPort: number
   readonly ports: Record<string, number>
   /** Stops accepting, lets in-flight requests finish, then stops workers and closes the database. */

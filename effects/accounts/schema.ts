@@ -58,15 +58,20 @@ export const PhoneVerifyBody = Schema.Struct({
   code: Text.check(Schema.isPattern(/^\d{6}$/, msg("Expected the 6-digit code"))),
 })
 
-/** The account as the API shows it. */
-export const User = Schema.Struct({
-  id: Schema.Number,
+/** Who the account is and what it has proven: the same in the API and in the row. */
+const AccountFields = {
   name: Schema.String,
   company_name: Schema.NullOr(Schema.String),
   email: Schema.NullOr(Schema.String),
   phone_number: Schema.NullOr(Schema.String),
   email_verified: Schema.Boolean,
   phone_verified: Schema.Boolean,
+}
+
+/** The account as the API shows it. */
+export const User = Schema.Struct({
+  id: Schema.Number,
+  ...AccountFields,
   created_at: Schema.String,
 })
 export type User = typeof User.Type
@@ -86,18 +91,20 @@ export const EmailVerificationSent = Schema.Struct({ email: Schema.String, expir
 export const PhoneVerificationSent = Schema.Struct({ phone_number: Schema.String, expires_at: Schema.String })
 export const EmailVerified = Schema.Struct({ email: Schema.String, email_verified: Schema.Boolean })
 
-/** The columns of `users` the API needs (never the password hash). */
-export interface UserRow {
-  readonly id: number
-  readonly name: string
-  readonly company_name: string | null
-  readonly email: string | null
-  readonly phone_number: string | null
-  readonly email_verified: boolean
-  readonly phone_verified: boolean
-  readonly disabled_at: Date | null
-  readonly created_at: Date
-}
+/** The columns of `users` the API needs (USER_COLUMNS, never the password hash), decoded where read. */
+export const UserRow = Schema.Struct({
+  id: Schema.Int,
+  ...AccountFields,
+  disabled_at: Schema.NullOr(Schema.Date),
+  created_at: Schema.Date,
+})
+export type UserRow = typeof UserRow.Type
+
+/** USER_COLUMNS plus the password hash: what a sign-in is checked against. */
+export const UserWithPasswordRow = Schema.Struct({ ...UserRow.fields, password_hash: Schema.NullOr(Schema.String) })
+
+/** USER_COLUMNS plus the linked Google account: what a Google sign-in links by. */
+export const UserWithGoogleRow = Schema.Struct({ ...UserRow.fields, google_sub: Schema.NullOr(Schema.String) })
 
 export const USER_COLUMNS = "id, name, company_name, email, phone_number, email_verified, phone_verified, disabled_at, created_at"
 

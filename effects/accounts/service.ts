@@ -9,7 +9,6 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { GoogleIdentity } from "../auth/google.ts"
-import { Authenticator } from "../auth/service.ts"
 import {
   AccountDisabled,
   Conflict,
@@ -20,12 +19,12 @@ import {
   Unauthorized,
   ValidationError,
 } from "../errors.ts"
-import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
+import { Database, type DbError, isUniqueViolation, queryAs } from "../ports/Database.ts"
 import { RateLimiter } from "../ratelimit/service.ts"
 import { EMAIL_PATTERN, normalizeTzPhone, TZ_PHONE_PATTERN } from "../shared/schema.ts"
 import { AuthRateLimits } from "./limits.ts"
 import { hashPassword, needsRehash, PasswordHashing, verifyPassword } from "./password.ts"
-import { type AuthTokens, type LoginBody, type RegisterBody, toUser, type UpdateMeBody, type User, USER_COLUMNS, type UserRow } from "./schema.ts"
+import { type AuthTokens, type LoginBody, type RegisterBody, toUser, type UpdateMeBody, type User, USER_COLUMNS, UserRow, UserWithGoogleRow, UserWithPasswordRow } from "./schema.ts"
 import { Sessions } from "./sessions.ts"
 import { Verification } from "./verification.ts"
 
@@ -95,7 +94,7 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
 
       const userById = (userId: number) =>
         Effect.gen(function*() {
-          const [row] = yield* db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, [userId])
+          const [row] = yield* queryAs(db, UserRow, `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, [userId])
           if (!row) return yield* new NotFound({ message: "account not found" })
           return row
         })
@@ -133,7 +132,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
         const passwordHash = yield* hashPassword(body.password, hashing)
         const companyName = body.company_name?.trim() ? body.company_name.trim() : null
         const created = yield* db.transaction(Effect.gen(function*() {
-          const [row] = yield* db.query<UserRow>(
+          const [row] = yield* queryAs(
+            db,
+            UserRow,
             `INSERT INTO users (name, company_name, email, phone_number, password_hash)
              VALUES ($1, $2, $3, $4, $5) RETURNING ${USER_COLUMNS}`,
             [body.name.trim(), companyName, email, phone, passwordHash],
@@ -155,7 +156,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
         }
         yield* limiter.take(`auth:login:ip:${meta.ip}`, limits.loginPerIp)
         yield* limiter.take(`auth:login:id:${identifier.value.value}`, limits.loginPerIdentifier)
-        const [row] = yield* db.query<UserRow & { password_hash: string | null }>(
+        const [row] = yield* queryAs(
+          db,
+          UserWithPasswordRow,
           `SELECT ${USER_COLUMNS}, password_hash FROM users WHERE ${identifier.value.column} = $1`,
           [identifier.value.value],
         )
@@ -182,9 +185,11 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
         const email = profile.email
         const now = new Date(yield* Clock.currentTimeMillis)
         const row = yield* db.transaction(Effect.gen(function*() {
-          const [linked] = yield* db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE google_sub = $1`, [profile.sub])
+          const [linked] = yield* queryAs(db, UserRow, `SELECT ${USER_COLUMNS} FROM users WHERE google_sub = $1`, [profile.sub])
           if (linked) return linked
-          const [byEmail] = yield* db.query<UserRow & { google_sub: string | null }>(
+          const [byEmail] = yield* queryAs(
+            db,
+            UserWithGoogleRow,
             `SELECT ${USER_COLUMNS}, google_sub FROM users WHERE email = $1 FOR UPDATE`,
             [email],
           )
@@ -200,7 +205,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
             yield* db.query("UPDATE users SET google_sub = $2, updated_at = $3 WHERE id = $1", [byEmail.id, profile.sub, now])
             return byEmail
           }
-          const [created] = yield* db.query<UserRow>(
+          const [created] = yield* queryAs(
+            db,
+            UserRow,
             `INSERT INTO users (name, email, email_verified, google_sub) VALUES ($1, $2, $3, $4) RETURNING ${USER_COLUMNS}`,
             [profile.name ?? email.split("@")[0]!, email, profile.emailVerified, profile.sub],
           )
@@ -234,7 +241,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
         }
         if (sets.length === 0) return yield* get(userId)
         params.push(new Date(yield* Clock.currentTimeMillis))
-        const [row] = yield* db.query<UserRow>(
+        const [row] = yield* queryAs(
+          db,
+          UserRow,
           `UPDATE users SET ${sets.join(", ")}, updated_at = $${params.length} WHERE id = $1 RETURNING ${USER_COLUMNS}`,
           params,
         )
@@ -244,7 +253,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
 
       const setDisabled = Effect.fn("Accounts.setDisabled")(function*(userId: number, disable: boolean) {
         const now = new Date(yield* Clock.currentTimeMillis)
-        const [row] = yield* db.query<UserRow>(
+        const [row] = yield* queryAs(
+          db,
+          UserRow,
           `UPDATE users SET disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, $3) ELSE NULL END, updated_at = $3
             WHERE id = $1 RETURNING ${USER_COLUMNS}`,
           [userId, disable, now],
@@ -255,7 +266,9 @@ export class Accounts extends Context.Service<Accounts, AccountsShape>()("app/Ac
 
       const verifyIdentity = Effect.fn("Accounts.verifyIdentity")(function*(userId: number) {
         const now = new Date(yield* Clock.currentTimeMillis)
-        const [row] = yield* db.query<UserRow>(
+        const [row] = yield* queryAs(
+          db,
+          UserRow,
           `UPDATE users SET email_verified = email_verified OR email IS NOT NULL,
                             phone_verified = phone_verified OR phone_number IS NOT NULL, updated_at = $2
             WHERE id = $1 RETURNING ${USER_COLUMNS}`,

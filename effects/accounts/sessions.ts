@@ -4,10 +4,10 @@
  * was already exchanged means two parties hold it (theft or a replay), so the whole family is
  * revoked and both must sign in again. Only SHA-256 of a refresh token is stored.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { Authenticator } from "../auth/service.ts"
 import { AccountDisabled, Unauthorized } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { randomHex, sha256Hex } from "../shared/crypto.ts"
 
 export const REFRESH_TOKEN_SECONDS = 30 * 24 * 3600
@@ -27,6 +27,17 @@ export interface SessionsShape {
   /** Ends every session of the account. */
   readonly revokeAll: (userId: number) => Effect.Effect<void, DbError>
 }
+
+/** A refresh token as checked on rotation (decoded: a credential is never read through a cast). */
+const RefreshTokenRow = Schema.Struct({
+  id: Schema.Int,
+  user_id: Schema.Int,
+  family_id: Schema.String,
+  expires_at: Schema.Date,
+  rotated_at: Schema.NullOr(Schema.Date),
+  revoked_at: Schema.NullOr(Schema.Date),
+})
+const DisabledRow = Schema.Struct({ disabled_at: Schema.NullOr(Schema.Date) })
 
 type Rotation =
   | { readonly _tag: "Rotated"; readonly userId: number; readonly refreshToken: string }
@@ -65,9 +76,9 @@ export class Sessions extends Context.Service<Sessions, SessionsShape>()("app/Se
         const hash = yield* sha256Hex(refreshToken)
         const now = yield* Clock.currentTimeMillis
         const outcome: Rotation = yield* db.transaction(Effect.gen(function*() {
-          const [row] = yield* db.query<
-            { id: number; user_id: number; family_id: string; expires_at: Date; rotated_at: Date | null; revoked_at: Date | null }
-          >(
+          const [row] = yield* queryAs(
+            db,
+            RefreshTokenRow,
             "SELECT id, user_id, family_id, expires_at, rotated_at, revoked_at FROM refresh_tokens WHERE token_hash = $1 FOR UPDATE",
             [hash],
           )
@@ -77,7 +88,7 @@ export class Sessions extends Context.Service<Sessions, SessionsShape>()("app/Se
             return { _tag: "Reused", userId: row.user_id } as const
           }
           if (row.expires_at.getTime() <= now) return { _tag: "Invalid" } as const
-          const [user] = yield* db.query<{ disabled_at: Date | null }>("SELECT disabled_at FROM users WHERE id = $1", [row.user_id])
+          const [user] = yield* queryAs(db, DisabledRow, "SELECT disabled_at FROM users WHERE id = $1", [row.user_id])
           if (!user) return { _tag: "Invalid" } as const
           // A disabled account keeps its sessions (an operator may enable it again) but gets no new tokens.
           if (user.disabled_at) return { _tag: "Disabled" } as const

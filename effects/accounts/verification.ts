@@ -69,6 +69,13 @@ const sixDigits = (): string => {
   return String(buf[0]! % 1_000_000).padStart(6, "0")
 }
 
+interface Contacts {
+  readonly email: string | null
+  readonly email_verified: boolean
+  readonly phone_number: string | null
+  readonly phone_verified: boolean
+}
+
 type CodeCheck =
   | { readonly _tag: "Verified"; readonly phoneNumber: string }
   | { readonly _tag: "Rejected"; readonly reason: string }
@@ -147,43 +154,84 @@ export class Verification extends Context.Service<Verification, VerificationShap
 
       const accountContacts = (userId: number) =>
         Effect.map(
-          db.query<{ email: string | null; email_verified: boolean; phone_number: string | null; phone_verified: boolean }>(
-            "SELECT email, email_verified, phone_number, phone_verified FROM users WHERE id = $1",
-            [userId],
-          ),
+          db.query<Contacts>("SELECT email, email_verified, phone_number, phone_verified FROM users WHERE id = $1", [userId]),
           (rows) => rows[0],
         )
 
-      const startEmailChange = Effect.fn("Verification.startEmailChange")(function*(userId: number, address: string) {
-        const email = address.toLowerCase()
-        const taken = yield* db.query("SELECT 1 FROM users WHERE email = $1 AND id <> $2", [email, userId])
-        if (taken.length > 0) return yield* new Conflict({ message: "this email belongs to another account", field: "email" })
-        const me = yield* accountContacts(userId)
-        if (me?.email === email && me.email_verified) return yield* new Conflict({ message: "this email is already verified", field: "email" })
-        yield* limitSends(userId, email)
-        const prepared = yield* prepareEmail(userId, email)
-        yield* deliverEmail(prepared)
-        return prepared
+      /**
+       * Email and phone go through the same steps; a channel names what differs. `column` is
+       * both the users column and the pending proof's column in `table`.
+       */
+      const channel = <P, E>(c: {
+        readonly column: "email" | "phone_number"
+        readonly noun: string
+        readonly table: string
+        readonly verified: (me: Contacts) => boolean
+        /** The 400 when the account has nothing to prove. */
+        readonly nothing: string
+        readonly prepare: (userId: number, target: string) => Effect.Effect<P, DbError>
+        readonly deliver: (prepared: P) => Effect.Effect<void, E>
+      }) => {
+        const alreadyVerified = new Conflict({ message: `this ${c.noun} is already verified`, field: c.column })
+        const send = (userId: number, target: string) =>
+          Effect.gen(function*() {
+            yield* limitSends(userId, target)
+            const prepared = yield* c.prepare(userId, target)
+            yield* c.deliver(prepared)
+            return prepared
+          })
+        /** A proof for a new email or number: 409 if another account has it or it is already this one's, verified. */
+        const start = (userId: number, target: string) =>
+          Effect.gen(function*() {
+            const taken = yield* db.query(`SELECT 1 FROM users WHERE ${c.column} = $1 AND id <> $2`, [target, userId])
+            if (taken.length > 0) return yield* new Conflict({ message: `this ${c.noun} belongs to another account`, field: c.column })
+            const me = yield* accountContacts(userId)
+            if (me?.[c.column] === target && c.verified(me)) return yield* alreadyVerified
+            return yield* send(userId, target)
+          })
+        /** A fresh proof for what awaits one: a change in progress, else the account's own unverified one. */
+        const resend = (userId: number) =>
+          Effect.gen(function*() {
+            const [pending] = yield* db.query<{ target: string }>(
+              `SELECT ${c.column} AS target FROM ${c.table} WHERE user_id = $1 AND used_at IS NULL ORDER BY id DESC LIMIT 1`,
+              [userId],
+            )
+            const me = yield* accountContacts(userId)
+            const own = me?.[c.column]
+            const target = pending?.target ?? (me && own && !c.verified(me) ? own : undefined)
+            if (target === undefined) return yield* own ? alreadyVerified : ValidationError.field(c.column, c.nothing)
+            return yield* send(userId, target)
+          })
+        return { start, resend }
+      }
+
+      const email = channel({
+        column: "email",
+        noun: "email",
+        table: "email_verifications",
+        verified: (me) => me.email_verified,
+        nothing: "this account has no email address; add one with POST /api/auth/email",
+        prepare: prepareEmail,
+        deliver: deliverEmail,
+      })
+      const phone = channel({
+        column: "phone_number",
+        noun: "phone number",
+        table: "phone_verifications",
+        verified: (me) => me.phone_verified,
+        nothing: "this account has no phone number; add one with POST /api/auth/phone",
+        prepare: prepareCode,
+        deliver: deliverCode,
       })
 
-      const resendEmail = Effect.fn("Verification.resendEmail")(function*(userId: number) {
-        // The address of a change in progress, else the account's own unverified address.
-        const [pending] = yield* db.query<{ email: string }>(
-          "SELECT email FROM email_verifications WHERE user_id = $1 AND used_at IS NULL ORDER BY id DESC LIMIT 1",
-          [userId],
-        )
-        const me = yield* accountContacts(userId)
-        const email = pending?.email ?? (me?.email && !me.email_verified ? me.email : undefined)
-        if (email === undefined) {
-          return yield* me?.email
-            ? new Conflict({ message: "this email is already verified", field: "email" })
-            : ValidationError.field("email", "this account has no email address; add one with POST /api/auth/email")
-        }
-        yield* limitSends(userId, email)
-        const prepared = yield* prepareEmail(userId, email)
-        yield* deliverEmail(prepared)
-        return prepared
-      })
+      const startEmailChange = Effect.fn("Verification.startEmailChange")((userId: number, address: string) =>
+        email.start(userId, address.toLowerCase())
+      )
+      const resendEmail = Effect.fn("Verification.resendEmail")((userId: number) => email.resend(userId))
+      const startPhoneChange = Effect.fn("Verification.startPhoneChange")((userId: number, number: string) =>
+        phone.start(userId, normalizeTzPhone(number))
+      )
+      const resendCode = Effect.fn("Verification.resendCode")((userId: number) => phone.resend(userId))
 
       const verifyEmail = Effect.fn("Verification.verifyEmail")(function*(token: string, ip: string) {
         yield* limiter.take(`auth:email-verify:ip:${ip}`, limits.emailVerifyPerIp)
@@ -210,38 +258,6 @@ export class Verification extends Context.Service<Verification, VerificationShap
         if (Option.isNone(outcome)) return yield* invalid
         if (outcome.value === "") return yield* ValidationError.field("token", "this verification link was already used")
         return { userId, email: outcome.value }
-      })
-
-      const startPhoneChange = Effect.fn("Verification.startPhoneChange")(function*(userId: number, phone: string) {
-        const phoneNumber = normalizeTzPhone(phone)
-        const taken = yield* db.query("SELECT 1 FROM users WHERE phone_number = $1 AND id <> $2", [phoneNumber, userId])
-        if (taken.length > 0) return yield* new Conflict({ message: "this phone number belongs to another account", field: "phone_number" })
-        const me = yield* accountContacts(userId)
-        if (me?.phone_number === phoneNumber && me.phone_verified) {
-          return yield* new Conflict({ message: "this phone number is already verified", field: "phone_number" })
-        }
-        yield* limitSends(userId, phoneNumber)
-        const prepared = yield* prepareCode(userId, phoneNumber)
-        yield* deliverCode(prepared)
-        return prepared
-      })
-
-      const resendCode = Effect.fn("Verification.resendCode")(function*(userId: number) {
-        const [pending] = yield* db.query<{ phone_number: string }>(
-          "SELECT phone_number FROM phone_verifications WHERE user_id = $1 AND used_at IS NULL ORDER BY id DESC LIMIT 1",
-          [userId],
-        )
-        const me = yield* accountContacts(userId)
-        const phoneNumber = pending?.phone_number ?? (me?.phone_number && !me.phone_verified ? me.phone_number : undefined)
-        if (phoneNumber === undefined) {
-          return yield* me?.phone_number
-            ? new Conflict({ message: "this phone number is already verified", field: "phone_number" })
-            : ValidationError.field("phone_number", "this account has no phone number; add one with POST /api/auth/phone")
-        }
-        yield* limitSends(userId, phoneNumber)
-        const prepared = yield* prepareCode(userId, phoneNumber)
-        yield* deliverCode(prepared)
-        return prepared
       })
 
       const verifyPhone = Effect.fn("Verification.verifyPhone")(function*(userId: number, code: string) {

@@ -51,8 +51,8 @@ export const toInboundAddress = (row: InboundAddressRow, platformDomain: string)
   created_at: iso(row.created_at)!,
 })
 
-/** Where mail for one envelope recipient goes. */
-export interface Route {
+/** Where mail for one envelope recipient goes: the inbound address it reaches. */
+export interface Destination {
   readonly addressId: number
   readonly userId: number
   readonly email: string

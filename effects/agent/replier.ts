@@ -23,6 +23,7 @@ import { Billing } from "../billing/service.ts"
 import { AppConfig } from "../config.ts"
 import type { NotConfigured, ProviderError } from "../errors.ts"
 import { OutboundSender, type SendRequest } from "../outbound/contract.ts"
+import { delayAfter, retrySchedule } from "../deliveries/retry.ts"
 import { AiGateway, retryableAiError } from "../ports/AiGateway.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { mailboxById } from "./mailbox.ts"
@@ -40,8 +41,8 @@ export const AGENT_LEASE: Duration.Input = "5 minutes"
 export const AUTO_REPLY_PRICE_TZS = 5
 const ANSWERED_WINDOW_MS = 24 * 60 * 60 * 1000
 
-/** Delay before attempt n + 1 after n failed ones: 30 s · 3^(n-1). */
-export const agentBackoff = (failed: number): Duration.Duration => Duration.seconds(30 * Math.pow(3, Math.max(0, failed - 1)))
+/** Waits between attempts: 30 s, 90 s, 270 s, 810 s (the shared retry schedule). */
+const agentSchedule = retrySchedule("30 seconds", AGENT_MAX_ATTEMPTS)
 
 interface MessageRow {
   readonly id: number
@@ -97,11 +98,12 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
       const finish = (job: AgentJobRow, n: number, status: "skipped" | "failed", reason: string) =>
         Effect.as(record(job, n, status, { reason }), Option.none<Date>())
 
-      /** A retry at `delay` when the error may pass and attempts remain, else failed. */
-      const retryOrFail = (job: AgentJobRow, n: number, reason: string, retryable: boolean, delay: Duration.Duration = agentBackoff(n)) =>
+      /** A retry after the schedule's wait when the error may pass and attempts remain, else failed. */
+      const retryOrFail = (job: AgentJobRow, n: number, reason: string, retryable: boolean) =>
         Effect.gen(function*() {
-          if (!retryable || n >= AGENT_MAX_ATTEMPTS) return yield* finish(job, n, "failed", reason)
-          const nextAt = new Date((yield* now).getTime() + Duration.toMillis(delay))
+          const delay = retryable ? yield* delayAfter(agentSchedule, n) : Option.none<Duration.Duration>()
+          if (Option.isNone(delay)) return yield* finish(job, n, "failed", reason)
+          const nextAt = new Date((yield* now).getTime() + Duration.toMillis(delay.value))
           yield* record(job, n, "pending", { reason, nextAt })
           return Option.some(nextAt)
         })

@@ -25,16 +25,7 @@ import {
   toAgentDraft,
   toAgentJob,
 } from "./schema.ts"
-
-export interface Page {
-  readonly limit: number
-  readonly offset: number
-}
-
-export interface Paged<T> {
-  readonly rows: ReadonlyArray<T>
-  readonly total: number
-}
+import { newestFirst, type Page, type PageOf as Paged } from "../shared/pages.ts"
 
 export interface AgentConfigsShape {
   /** The account's stored configs, by address id. */
@@ -146,24 +137,19 @@ export class AgentConfigs extends Context.Service<AgentConfigs, AgentConfigsShap
         return yield* ai.complete(replyPrompt({ persona: row?.persona ?? null, mailbox: box.email }, [], { kind: "inbound", subject, body: text }))
       })
 
+      const draftPage = newestFirst<AgentDraftRow>(db, "agent_drafts", "address_id")
+      const jobPage = newestFirst<AgentJobRow>(db, "agent_jobs", "address_id")
+
       const drafts = Effect.fn("AgentConfigs.drafts")(function*(userId: number, addressId: number, page: Page) {
         yield* mailbox(userId, addressId)
-        const rows = yield* db.query<AgentDraftRow>(
-          "SELECT * FROM agent_drafts WHERE address_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-          [addressId, page.limit, page.offset],
-        )
-        const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM agent_drafts WHERE address_id = $1", [addressId])
-        return { rows: rows.map(toAgentDraft), total: count?.n ?? 0 }
+        const { rows, total } = yield* draftPage(addressId, page)
+        return { rows: rows.map(toAgentDraft), total }
       })
 
       const jobs = Effect.fn("AgentConfigs.jobs")(function*(userId: number, addressId: number, page: Page) {
         yield* mailbox(userId, addressId)
-        const rows = yield* db.query<AgentJobRow>(
-          "SELECT * FROM agent_jobs WHERE address_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-          [addressId, page.limit, page.offset],
-        )
-        const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM agent_jobs WHERE address_id = $1", [addressId])
-        return { rows: rows.map(toAgentJob), total: count?.n ?? 0 }
+        const { rows, total } = yield* jobPage(addressId, page)
+        return { rows: rows.map(toAgentJob), total }
       })
 
       return AgentConfigs.of({ list, get, put, draft, drafts, jobs })

@@ -50,17 +50,19 @@ export type ApiKey = typeof ApiKey.Type
 export const CreatedApiKey = Schema.Struct({ api_key: ApiKey, key: Schema.String })
 export const ApiKeyData = Schema.Struct({ api_key: ApiKey })
 
-export interface ApiKeyRow {
-  readonly id: number
-  readonly user_id: number
-  readonly name: string
-  readonly key_prefix: string
-  readonly scopes: string
-  readonly last_used_at: Date | null
-  readonly expires_at: Date | null
-  readonly revoked_at: Date | null
-  readonly created_at: Date
-}
+/** An API key as stored (API_KEY_COLUMNS; never the hash), decoded where it is read. */
+export const ApiKeyRow = Schema.Struct({
+  id: Schema.Int,
+  user_id: Schema.Int,
+  name: Schema.String,
+  key_prefix: Schema.String,
+  scopes: Schema.String,
+  last_used_at: Schema.NullOr(Schema.Date),
+  expires_at: Schema.NullOr(Schema.Date),
+  revoked_at: Schema.NullOr(Schema.Date),
+  created_at: Schema.Date,
+})
+export type ApiKeyRow = typeof ApiKeyRow.Type
 
 export const API_KEY_COLUMNS = "id, user_id, name, key_prefix, scopes, last_used_at, expires_at, revoked_at, created_at"
 

@@ -4,12 +4,15 @@
  * Authenticator (effects/auth/service.ts) checks presented keys against the same table, so a
  * revocation or expiry here takes effect on the very next request.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { parseScopes, SCOPES } from "../auth/scopes.ts"
 import { Forbidden, LimitReached, NotFound, ValidationError } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { randomHex, sha256Hex } from "../shared/crypto.ts"
-import { API_KEY_COLUMNS, type ApiKey, type ApiKeyRow, type CreateApiKeyBody, toApiKey } from "./schema.ts"
+import { API_KEY_COLUMNS, type ApiKey, ApiKeyRow, type CreateApiKeyBody, toApiKey } from "./schema.ts"
+
+/** Who owns a key: the check before a revocation. */
+const OwnerRow = Schema.Struct({ user_id: Schema.Int })
 
 /** Active keys one account may hold (409 LIMIT_REACHED beyond). */
 export const MAX_ACTIVE_KEYS = 100
@@ -68,7 +71,9 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
           if ((count?.n ?? 0) >= MAX_ACTIVE_KEYS) {
             return yield* new LimitReached({ message: `an account can hold at most ${MAX_ACTIVE_KEYS} active API keys; revoke one first` })
           }
-          const [inserted] = yield* db.query<ApiKeyRow>(
+          const [inserted] = yield* queryAs(
+            db,
+            ApiKeyRow,
             `INSERT INTO api_keys (user_id, name, key_prefix, key_hash, scopes, expires_at, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${API_KEY_COLUMNS}`,
             [userId, input.name.trim(), key.slice(0, KEY_PREFIX_LENGTH), hash, scopes, expiresAt, new Date(now)],
@@ -79,7 +84,9 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
       })
 
       const list = Effect.fn("ApiKeys.list")(function*(userId: number) {
-        const rows = yield* db.query<ApiKeyRow>(
+        const rows = yield* queryAs(
+          db,
+          ApiKeyRow,
           `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id DESC`,
           [userId],
         )
@@ -89,10 +96,12 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
       const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: number, keyId: number) {
         const now = yield* Clock.currentTimeMillis
         return yield* db.transaction(Effect.gen(function*() {
-          const [owner] = yield* db.query<{ user_id: number }>("SELECT user_id FROM api_keys WHERE id = $1 FOR UPDATE", [keyId])
+          const [owner] = yield* queryAs(db, OwnerRow, "SELECT user_id FROM api_keys WHERE id = $1 FOR UPDATE", [keyId])
           if (!owner) return yield* new NotFound({ message: "API key not found" })
           if (owner.user_id !== userId) return yield* new Forbidden({ message: "this API key belongs to another account" })
-          const [row] = yield* db.query<ApiKeyRow>(
+          const [row] = yield* queryAs(
+            db,
+            ApiKeyRow,
             `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING ${API_KEY_COLUMNS}`,
             [keyId, new Date(now)],
           )

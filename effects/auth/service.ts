@@ -4,10 +4,10 @@
  * SHA-256; JWT access tokens are verified locally, then the account row is read so a disabled
  * account stops working on its very next request.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { AccountDisabled, Forbidden, Unauthorized } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { sha256Hex } from "../shared/crypto.ts"
 import { signJwt, verifyJwt } from "./jwt.ts"
 import { parseScopes, type Scope } from "./scopes.ts"
@@ -53,6 +53,19 @@ export interface AuthenticatorShape {
   readonly requireVerifiedIdentity: (userId: number, purpose: "address" | "outbound") => Effect.Effect<void, Forbidden | DbError>
 }
 
+// The rows credentials are checked against, decoded (queryAs): a schema drift fails closed.
+const KeyLookupRow = Schema.Struct({
+  id: Schema.Int,
+  user_id: Schema.Int,
+  scopes: Schema.String,
+  expires_at: Schema.NullOr(Schema.Date),
+  revoked_at: Schema.NullOr(Schema.Date),
+  last_used_at: Schema.NullOr(Schema.Date),
+  disabled_at: Schema.NullOr(Schema.Date),
+})
+const ActiveUserRow = Schema.Struct({ id: Schema.Int, disabled_at: Schema.NullOr(Schema.Date) })
+const VerifiedRow = Schema.Struct({ email_verified: Schema.Boolean, phone_verified: Schema.Boolean })
+
 const unauthorized = (message = "missing or invalid credentials") => new Unauthorized({ message })
 
 /** Splits the headers into the one credential presented; several conflicting ones are refused. */
@@ -74,10 +87,7 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
 
       const loadActiveUser = (userId: number) =>
         Effect.gen(function*() {
-          const rows = yield* db.query<{ id: number; disabled_at: Date | null }>(
-            "SELECT id, disabled_at FROM users WHERE id = $1",
-            [userId],
-          )
+          const rows = yield* queryAs(db, ActiveUserRow, "SELECT id, disabled_at FROM users WHERE id = $1", [userId])
           const user = rows[0]
           if (!user) return yield* unauthorized()
           if (user.disabled_at) return yield* new AccountDisabled({ message: "this account is disabled" })
@@ -89,15 +99,9 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
           if (!API_KEY_PATTERN.test(key)) return yield* unauthorized()
           const hash = yield* sha256Hex(key)
           // One round trip for the key and its account: this runs on every API call.
-          const rows = yield* db.query<{
-            id: number
-            user_id: number
-            scopes: string
-            expires_at: Date | null
-            revoked_at: Date | null
-            last_used_at: Date | null
-            disabled_at: Date | null
-          }>(
+          const rows = yield* queryAs(
+            db,
+            KeyLookupRow,
             `SELECT k.id, k.user_id, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, u.disabled_at
                FROM api_keys k JOIN users u ON u.id = k.user_id
               WHERE k.key_hash = $1`,
@@ -158,10 +162,7 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
 
       const requireVerifiedIdentity = (userId: number, purpose: "address" | "outbound") =>
         Effect.gen(function*() {
-          const rows = yield* db.query<{ email_verified: boolean; phone_verified: boolean }>(
-            "SELECT email_verified, phone_verified FROM users WHERE id = $1",
-            [userId],
-          )
+          const rows = yield* queryAs(db, VerifiedRow, "SELECT email_verified, phone_verified FROM users WHERE id = $1", [userId])
           const u = rows[0]
           const phoneOnly = purpose === "outbound" && config.requirePhoneForOutbound
           const ok = u !== undefined && (phoneOnly ? u.phone_verified : u.email_verified || u.phone_verified)

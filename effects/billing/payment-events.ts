@@ -10,9 +10,9 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
 import { NotFound, Unauthorized, ValidationError } from "../errors.ts"
-import { Database, DbError, isUniqueViolation } from "../ports/Database.ts"
+import { Database, DbError, isUniqueViolation, queryAs } from "../ports/Database.ts"
 import { hmacSha256Hex, timingSafeEqual } from "../shared/crypto.ts"
-import { isPaymentEventName, PAYMENT_EVENT_NAMES, type PaymentEventBody, type PaymentEventOutcome, type Topup } from "./schema.ts"
+import { isPaymentEventName, PAYMENT_EVENT_NAMES, type PaymentEventBody, type PaymentEventOutcome, Topup } from "./schema.ts"
 import { Billing } from "./service.ts"
 
 export type AcceptedOutcome = "applied" | "ignored" | "duplicate"
@@ -67,7 +67,9 @@ export class PaymentEvents extends Context.Service<PaymentEvents, PaymentEventsS
         Effect.gen(function*() {
           const now = new Date(yield* Clock.currentTimeMillis)
           const completed = e.event === "payment.completed"
-          const [moved] = yield* db.query<Topup>(
+          const [moved] = yield* queryAs(
+            db,
+            Topup,
             `UPDATE topups SET status = $2, failure_reason = $3, completed_at = $4, updated_at = $5
               WHERE id = $1 AND status = 'pending' RETURNING *`,
             [topup.id, completed ? "completed" : "failed", completed ? null : e.event, completed ? now : null, now],
@@ -90,7 +92,7 @@ export class PaymentEvents extends Context.Service<PaymentEvents, PaymentEventsS
             Effect.as(record(e, rawBody, topup?.id ?? null, outcome), { outcome, topup } satisfies Decision)
 
           if (!isPaymentEventName(e.event)) return yield* done("unknown_event", undefined)
-          const [topup] = yield* db.query<Topup>("SELECT * FROM topups WHERE provider_reference = $1 FOR UPDATE", [e.provider_reference])
+          const [topup] = yield* queryAs(db, Topup, "SELECT * FROM topups WHERE provider_reference = $1 FOR UPDATE", [e.provider_reference])
           if (!topup) return yield* done("unknown_reference", undefined)
           const [seen] = yield* db.query(
             "SELECT 1 FROM payment_events WHERE event_id = $1 AND outcome IN ('applied', 'ignored') LIMIT 1",
@@ -109,7 +111,7 @@ export class PaymentEvents extends Context.Service<PaymentEvents, PaymentEventsS
        */
       const asDuplicate = (e: PaymentEventBody, rawBody: string) =>
         Effect.gen(function*() {
-          const [topup] = yield* db.query<Topup>("SELECT * FROM topups WHERE provider_reference = $1", [e.provider_reference])
+          const [topup] = yield* queryAs(db, Topup, "SELECT * FROM topups WHERE provider_reference = $1", [e.provider_reference])
           const outcome: PaymentEventOutcome = topup ? "duplicate" : "unknown_reference"
           yield* record(e, rawBody, topup?.id ?? null, outcome)
           return { outcome, topup } satisfies Decision

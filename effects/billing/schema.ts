@@ -4,7 +4,6 @@
  */
 import { Schema } from "effect"
 import { iso, Text, TzPhone } from "../shared/schema.ts"
-import type { LedgerEntry } from "./service.ts"
 
 /** SPEC.md: minimum top-up 2,000 TZS. The upper bound keeps amounts far inside bigint and sanity. */
 export const MIN_TOPUP_TZS = 2000
@@ -27,34 +26,60 @@ export const PhoneTopupRequest = Schema.Struct({
 })
 export type PhoneTopupRequest = typeof PhoneTopupRequest.Type
 
-export type TopupStatus = "pending" | "completed" | "failed"
-export type TopupChannel = "checkout" | "ussd_push"
+/** Whole TZS as stored (int8 normalised to a number by the adapters; a BigInt here is a decode failure). */
+const Tzs = Schema.Int
 
-/** A top-up as stored. */
-export interface Topup {
-  readonly id: number
-  readonly user_id: number
-  readonly amount_tzs: number
-  readonly channel: TopupChannel
-  readonly status: TopupStatus
-  readonly reference: string
-  readonly provider_reference: string | null
-  readonly phone_number: string | null
-  readonly checkout_url: string | null
-  readonly payment_link_url: string | null
-  readonly failure_reason: string | null
-  readonly expires_at: Date
-  readonly completed_at: Date | null
-  readonly created_at: Date
-}
+export const TopupStatus = Schema.Literals(["pending", "completed", "failed"])
+export type TopupStatus = typeof TopupStatus.Type
+export const TopupChannel = Schema.Literals(["checkout", "ussd_push"])
+export type TopupChannel = typeof TopupChannel.Type
+
+/** A top-up as stored (`SELECT *` on topups), decoded where it is read. */
+export const Topup = Schema.Struct({
+  id: Schema.Int,
+  user_id: Schema.Int,
+  amount_tzs: Tzs,
+  channel: TopupChannel,
+  status: TopupStatus,
+  reference: Schema.String,
+  provider_reference: Schema.NullOr(Schema.String),
+  phone_number: Schema.NullOr(Schema.String),
+  checkout_url: Schema.NullOr(Schema.String),
+  payment_link_url: Schema.NullOr(Schema.String),
+  failure_reason: Schema.NullOr(Schema.String),
+  expires_at: Schema.Date,
+  completed_at: Schema.NullOr(Schema.Date),
+  created_at: Schema.Date,
+})
+export type Topup = typeof Topup.Type
+
+export const LedgerKind = Schema.Literals(["credit", "debit", "refund", "adjustment"])
+export type LedgerKind = typeof LedgerKind.Type
+
+/** A ledger entry as stored (`SELECT *` on ledger_entries). */
+export const LedgerEntry = Schema.Struct({
+  id: Schema.Int,
+  user_id: Schema.Int,
+  kind: LedgerKind,
+  amount_tzs: Tzs,
+  balance_after_tzs: Tzs,
+  reference_type: Schema.String,
+  reference_id: Schema.NullOr(Schema.String),
+  description: Schema.String,
+  created_at: Schema.Date,
+})
+export type LedgerEntry = typeof LedgerEntry.Type
+
+/** A wallet's balance column, the one number every charge is checked against. */
+export const BalanceRow = Schema.Struct({ balance_tzs: Tzs })
 
 /** The public `Topup` (SPEC.md fields plus `channel` and `expires_at`). */
 export const TopupJson = Schema.Struct({
   id: Schema.Number,
   user_id: Schema.Number,
   amount_tzs: Schema.Number,
-  channel: Schema.Literals(["checkout", "ussd_push"]),
-  status: Schema.Literals(["pending", "completed", "failed"]),
+  channel: TopupChannel,
+  status: TopupStatus,
   provider_reference: Schema.NullOr(Schema.String),
   expires_at: Schema.String,
   completed_at: Schema.NullOr(Schema.String),
@@ -91,7 +116,7 @@ export const BalanceJson = Schema.Struct({ balance_tzs: Schema.Number })
 /** One ledger entry as `GET /api/billing/transactions` lists it. */
 export const TransactionJson = Schema.Struct({
   id: Schema.Number,
-  kind: Schema.Literals(["credit", "debit", "refund", "adjustment"]),
+  kind: LedgerKind,
   amount_tzs: Schema.Number,
   balance_after_tzs: Schema.Number,
   reference_type: Schema.String,

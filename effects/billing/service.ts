@@ -5,27 +5,19 @@
  * statement (`balance_tzs >= amount`), which makes overdraft impossible under any concurrency:
  * PostgreSQL re-checks the condition after taking the row lock.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { InsufficientBalance, ValidationError } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { inList } from "../shared/values.ts"
+import { BalanceRow, LedgerEntry, type LedgerKind } from "./schema.ts"
+import { newestFirst } from "../shared/pages.ts"
+
+// Every balance and ledger row is decoded (queryAs): money is never read through a bare cast.
+const WalletRow = Schema.Struct({ user_id: Schema.Int, balance_tzs: BalanceRow.fields.balance_tzs })
+const DebitedRow = Schema.Struct({ user_id: Schema.Int })
 
 /** Flat price per inbound message and per outbound recipient (SPEC.md "Pricing"). */
 export const PRICE_PER_MESSAGE_TZS = 5
-
-export type LedgerKind = "credit" | "debit" | "refund" | "adjustment"
-
-export interface LedgerEntry {
-  readonly id: number
-  readonly user_id: number
-  readonly kind: LedgerKind
-  readonly amount_tzs: number
-  readonly balance_after_tzs: number
-  readonly reference_type: string
-  readonly reference_id: string | null
-  readonly description: string
-  readonly created_at: Date
-}
 
 /** What caused a ledger entry, e.g. `{ type: "outbound_message", id: 42 }`. */
 export interface Reference {
@@ -80,14 +72,16 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
       const db = yield* Database
 
       const record = (userId: number, kind: LedgerKind, signed: number, balanceAfter: number, m: Movement) =>
-        db.query<LedgerEntry>(
+        queryAs(
+          db,
+          LedgerEntry,
           `INSERT INTO ledger_entries (user_id, kind, amount_tzs, balance_after_tzs, reference_type, reference_id, description)
            VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
           [userId, kind, signed, balanceAfter, m.reference.type, m.reference.id == null ? null : String(m.reference.id), m.description ?? ""],
         ).pipe(Effect.map((rows) => rows[0]!))
 
       const balance = (userId: number) =>
-        db.query<{ balance_tzs: number }>("SELECT balance_tzs FROM wallets WHERE user_id = $1", [userId]).pipe(
+        queryAs(db, BalanceRow, "SELECT balance_tzs FROM wallets WHERE user_id = $1", [userId]).pipe(
           Effect.map((rows) => rows[0]?.balance_tzs ?? 0),
         )
 
@@ -95,7 +89,9 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
         Effect.gen(function*() {
           yield* positive(m.amount)
           return yield* db.transaction(Effect.gen(function*() {
-            const [row] = yield* db.query<{ balance_tzs: number }>(
+            const [row] = yield* queryAs(
+              db,
+              BalanceRow,
               `INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, $2)
                ON CONFLICT (user_id) DO UPDATE SET balance_tzs = wallets.balance_tzs + EXCLUDED.balance_tzs, updated_at = now()
                RETURNING balance_tzs`,
@@ -108,7 +104,9 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
       const charge = Effect.fn("Billing.charge")(function*(m: Movement) {
         yield* positive(m.amount)
         return yield* db.transaction(Effect.gen(function*() {
-          const [row] = yield* db.query<{ balance_tzs: number }>(
+          const [row] = yield* queryAs(
+            db,
+            BalanceRow,
             `UPDATE wallets SET balance_tzs = balance_tzs - $2, updated_at = now()
               WHERE user_id = $1 AND balance_tzs >= $2 RETURNING balance_tzs`,
             [m.userId, m.amount],
@@ -125,21 +123,15 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
         }))
       })
 
-      const entries = (userId: number, page: { limit: number; offset: number }) =>
-        Effect.gen(function*() {
-          const rows = yield* db.query<LedgerEntry>(
-            "SELECT * FROM ledger_entries WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-            [userId, page.limit, page.offset],
-          )
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM ledger_entries WHERE user_id = $1", [userId])
-          return { rows, total: count?.n ?? 0 }
-        })
+      const entries = newestFirst(db, "ledger_entries", "user_id", LedgerEntry)
 
       const lockBalances = Effect.fn("Billing.lockBalances")(function*(userIds: ReadonlyArray<number>) {
         const ids = [...new Set(userIds)].sort((a, b) => a - b)
         const balances = new Map<number, number>(ids.map((id) => [id, 0]))
         if (ids.length === 0) return balances
-        const rows = yield* db.query<{ user_id: number; balance_tzs: number }>(
+        const rows = yield* queryAs(
+          db,
+          WalletRow,
           `SELECT user_id, balance_tzs FROM wallets WHERE user_id IN (${inList(ids.length, "int8")}) ORDER BY user_id FOR UPDATE`,
           ids,
         )
@@ -167,7 +159,9 @@ export class Billing extends Context.Service<Billing, BillingShape>()("app/Billi
           Object.assign(e, { later: later.get(e.user_id) ?? 0 })
           later.set(e.user_id, (later.get(e.user_id) ?? 0) + e.amount)
         }
-        const written = yield* db.query<{ user_id: number }>(
+        const written = yield* queryAs(
+          db,
+          DebitedRow,
           `WITH debit AS (
              UPDATE wallets w SET balance_tzs = w.balance_tzs - t.amount, updated_at = now()
                FROM json_to_recordset($1::json) AS t (user_id int8, amount int8)

@@ -7,11 +7,12 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
 import { Forbidden, type NotConfigured, NotFound, ProviderError, ValidationError } from "../errors.ts"
-import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
+import { Database, type DbError, isUniqueViolation, queryAs } from "../ports/Database.ts"
 import { type Checkout, type GatewayError, PaymentGateway, type UssdPush } from "../ports/PaymentGateway.ts"
 import { randomHex } from "../shared/crypto.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
-import { MAX_TOPUP_TZS, MIN_TOPUP_TZS, type Topup, type TopupChannel } from "./schema.ts"
+import { MAX_TOPUP_TZS, MIN_TOPUP_TZS, Topup, type TopupChannel } from "./schema.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 /** SPEC.md: the checkout link is valid 1 hour. */
 export const CHECKOUT_LIFETIME_MS = 60 * 60 * 1000
@@ -59,7 +60,9 @@ export class Topups extends Context.Service<Topups, TopupsShape>()("app/Topups")
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           const reference = `top_${yield* randomHex(12)}`
-          const [row] = yield* db.query<Topup>(
+          const [row] = yield* queryAs(
+            db,
+            Topup,
             `INSERT INTO topups (user_id, amount_tzs, channel, reference, phone_number, expires_at, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING *`,
             [userId, amount, channel, reference, phoneNumber, new Date(now + CHECKOUT_LIFETIME_MS), new Date(now)],
@@ -85,7 +88,9 @@ export class Topups extends Context.Service<Topups, TopupsShape>()("app/Topups")
         Effect.gen(function*() {
           const answer = yield* ask
           const { checkout_url, payment_link_url } = links(answer)
-          const [row] = yield* db.query<Topup>(
+          const [row] = yield* queryAs(
+            db,
+            Topup,
             `UPDATE topups SET provider_reference = $2, checkout_url = $3, payment_link_url = $4, updated_at = now()
               WHERE id = $1 RETURNING *`,
             [topup.id, answer.providerReference, checkout_url, payment_link_url],
@@ -137,21 +142,14 @@ export class Topups extends Context.Service<Topups, TopupsShape>()("app/Topups")
       })
 
       const get = Effect.fn("Topups.get")(function*(userId: number, id: number) {
-        const [row] = yield* db.query<Topup>("SELECT * FROM topups WHERE id = $1", [id])
+        const [row] = yield* queryAs(db, Topup, "SELECT * FROM topups WHERE id = $1", [id])
         if (!row) return yield* new NotFound({ message: `no top-up ${id}` })
         if (row.user_id !== userId) return yield* new Forbidden({ message: "this top-up belongs to another account" })
         return row
       })
 
-      const list = (userId: number, page: { limit: number; offset: number }) =>
-        Effect.gen(function*() {
-          const rows = yield* db.query<Topup>(
-            "SELECT * FROM topups WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-            [userId, page.limit, page.offset],
-          )
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM topups WHERE user_id = $1", [userId])
-          return { rows, total: count?.n ?? 0 }
-        }).pipe(Effect.withSpan("Topups.list"))
+      const page = newestFirst(db, "topups", "user_id", Topup)
+      const list = (userId: number, p: { limit: number; offset: number }) => page(userId, p).pipe(Effect.withSpan("Topups.list"))
 
       return Topups.of({ create, createPhone, get, list })
     }),

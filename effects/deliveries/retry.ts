@@ -1,7 +1,8 @@
 /**
- * The one retry schedule of every durable delivery (inbox webhooks, event endpoints, SMS):
- * 1 s, 3 s, 9 s … between attempts, at most WEBHOOK_MAX_ATTEMPTS attempts in all
- * (SPEC.md "Webhook deliveries", DECISIONS.md "Webhooks").
+ * The one retry schedule of durable work: each wait three times the one before, from a first
+ * wait, for at most a number of attempts. Deliveries (inbox webhooks, event endpoints, SMS) wait
+ * 1 s, 3 s, 9 s … for at most WEBHOOK_MAX_ATTEMPTS attempts (SPEC.md "Webhook deliveries",
+ * DECISIONS.md "Webhooks"); agent replies 30 s, 90 s, 270 s … (effects/agent/replier.ts).
  *
  * The attempts themselves are rows in the database (they must survive restarts), so the
  * schedule is not run with `Effect.retry`: it is stepped to read the delay that follows the
@@ -9,9 +10,12 @@
  */
 import { Duration, Effect, Option, Pull, Schedule } from "effect"
 
-/** `maxAttempts` attempts: the first at once, then one after each of `maxAttempts - 1` delays. */
-export const deliverySchedule = (maxAttempts: number): Schedule.Schedule<Duration.Duration> =>
-  Schedule.exponential("1 second", 3).pipe(Schedule.upTo({ times: Math.max(0, maxAttempts - 1) }))
+/** `maxAttempts` attempts: the first at once, then one after each of `maxAttempts - 1` waits from `first` up, tripling. */
+export const retrySchedule = (first: Duration.Input, maxAttempts: number): Schedule.Schedule<Duration.Duration> =>
+  Schedule.exponential(first, 3).pipe(Schedule.upTo({ times: Math.max(0, maxAttempts - 1) }))
+
+/** Deliveries: 1 s, 3 s, 9 s … */
+export const deliverySchedule = (maxAttempts: number): Schedule.Schedule<Duration.Duration> => retrySchedule("1 second", maxAttempts)
 
 /**
  * The wait before the attempt that follows `failed` failed attempts, or none when the schedule

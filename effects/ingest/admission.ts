@@ -10,11 +10,11 @@
  * money is never counted as free while it is neither held nor debited.
  */
 import { Context, Layer } from "effect"
-import type { Route } from "../addresses/schema.ts"
+import type { Destination } from "../addresses/schema.ts"
 import type { VerpRecipient } from "../bounces/verp.ts"
 
-/** A route as accepted at RCPT, with the recipient as the client wrote it. */
-export interface AdmittedRoute extends Route {
+/** A destination as accepted at RCPT, with the recipient as the client wrote it. */
+export interface AdmittedDestination extends Destination {
   readonly rcpt: string
 }
 
@@ -27,7 +27,7 @@ export interface AdmittedReturnPath {
 /** What one SMTP transaction was admitted for. */
 export interface Envelope {
   /** By address id, in RCPT order: each address gets one copy however many forms name it. */
-  readonly routes: Map<number, AdmittedRoute>
+  readonly destinations: Map<number, AdmittedDestination>
   /** By `<email_id>.<recipient_index>`: each outbound recipient's report is read once. */
   readonly returnPaths: Map<string, AdmittedReturnPath>
   /** TZS held per account for this transaction. */
@@ -37,7 +37,7 @@ export interface Envelope {
 /** The key of `Envelope.returnPaths`: one outbound recipient, however its return path is spelled. */
 export const returnPathKey = (r: VerpRecipient): string => `${r.emailId}.${r.recipientIndex}`
 
-export const newEnvelope = (): Envelope => ({ routes: new Map(), returnPaths: new Map(), held: new Map() })
+export const newEnvelope = (): Envelope => ({ destinations: new Map(), returnPaths: new Map(), held: new Map() })
 
 export interface ReservationsShape {
   /** TZS held for an account by every open transaction of this process. */
@@ -63,7 +63,7 @@ export class Reservations extends Context.Service<Reservations, ReservationsShap
           else held.delete(userId)
         }
         envelope.held.clear()
-        envelope.routes.clear()
+        envelope.destinations.clear()
         envelope.returnPaths.clear()
       },
     })

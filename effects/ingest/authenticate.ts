@@ -6,7 +6,6 @@
  */
 import { Effect } from "effect"
 import { authenticate } from "mailauth"
-import type { Dns } from "../ports/Dns.ts"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
 import type { MessageBytes } from "./bytes.ts"
 import { pgSafe } from "./text.ts"

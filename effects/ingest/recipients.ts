@@ -12,7 +12,7 @@
  */
 import { Context, Effect, Exit, Layer, Request, RequestResolver } from "effect"
 import { DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
-import type { Route } from "../addresses/schema.ts"
+import type { Destination } from "../addresses/schema.ts"
 import { parseRecipient } from "../addresses/service.ts"
 import { Bounces } from "../bounces/service.ts"
 import type { VerpRecipient } from "../bounces/verp.ts"
@@ -23,7 +23,7 @@ import { normalizeDomain } from "../receiving-domains/schema.ts"
 /** A recipient that reaches an inbound address (charged per copy). */
 export interface Mailbox {
   readonly _tag: "Mailbox"
-  readonly route: Route
+  readonly destination: Destination
   /** The owner's wallet balance when looked up. */
   readonly balance: number
 }
@@ -95,7 +95,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
                 ? Exit.fail(new DomainSuspended({ address: recipient, domain }))
                 : Exit.succeed({
                   _tag: "Mailbox",
-                  route: { addressId: row.id, userId: row.user_id, email: `${localPart}@${domain}`, retentionDays: row.retention_days },
+                  destination: { addressId: row.id, userId: row.user_id, email: `${localPart}@${domain}`, retentionDays: row.retention_days },
                   balance: row.balance,
                 }),
             )

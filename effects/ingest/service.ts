@@ -17,7 +17,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { type DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
-import type { Route } from "../addresses/schema.ts"
+import type { Destination } from "../addresses/schema.ts"
 import { PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { Bounces } from "../bounces/service.ts"
 import { AppConfig } from "../config.ts"
@@ -25,7 +25,7 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
-import { type AdmittedReturnPath, type AdmittedRoute, type Envelope, Reservations, returnPathKey } from "./admission.ts"
+import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { type MalformedMessage, parseMessage } from "./parse.ts"
@@ -42,9 +42,9 @@ export interface Delivery {
   readonly mailFrom: string
   /** RCPT TO addresses as given, in order. */
   readonly recipients: ReadonlyArray<string>
-  /** The routes admitted at RCPT (the MX session has them); looked up again when absent. */
-  readonly routes?: ReadonlyArray<AdmittedRoute>
-  /** The return paths admitted at RCPT (given together with `routes`). */
+  /** The destinations admitted at RCPT (the MX session has them); looked up again when absent. */
+  readonly destinations?: ReadonlyArray<AdmittedDestination>
+  /** The return paths admitted at RCPT (given together with `destinations`). */
   readonly returnPaths?: ReadonlyArray<AdmittedReturnPath>
   readonly client: {
     readonly ip: string
@@ -56,15 +56,15 @@ export interface Delivery {
 
 export interface IngestShape {
   /**
-   * RCPT-time check: the recipient routes to an address, its domain is not suspended, and the
+   * RCPT-time check: the recipient reaches an address, its domain is not suspended, and the
    * wallet covers this copy on top of every copy already held (this transaction's and other
-   * sessions' not yet committed). Records the route and the hold in `envelope`. A valid return
+   * sessions' not yet committed). Records the destination and the hold in `envelope`. A valid return
    * path is recorded free of charge; a forged one is an UnknownRecipient.
    */
   readonly admit: (
     recipient: string,
     envelope: Envelope,
-  ) => Effect.Effect<Route | AdmittedReturnPath, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
+  ) => Effect.Effect<Destination | AdmittedReturnPath, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
   /** Ends an SMTP transaction: what it held is free again. */
   readonly release: (envelope: Envelope) => Effect.Effect<void>
   /**
@@ -97,10 +97,10 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           envelope.returnPaths.set(key, admitted)
           return admitted
         }
-        const { route, balance } = target
+        const { destination, balance } = target
         // The same address again (another spelling, a +tag) is the same copy: nothing more to pay.
-        if (envelope.routes.has(route.addressId)) return route
-        const free = balance - reservations.heldFor(route.userId)
+        if (envelope.destinations.has(destination.addressId)) return destination
+        const free = balance - reservations.heldFor(destination.userId)
         if (free < PRICE_PER_MESSAGE_TZS) {
           return yield* new InsufficientBalance({
             message: "the account cannot pay for this message",
@@ -108,9 +108,9 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
             balance_tzs: Math.max(0, free),
           })
         }
-        reservations.hold(envelope, route.userId, PRICE_PER_MESSAGE_TZS)
-        envelope.routes.set(route.addressId, { ...route, rcpt: recipient })
-        return route
+        reservations.hold(envelope, destination.userId, PRICE_PER_MESSAGE_TZS)
+        envelope.destinations.set(destination.addressId, { ...destination, rcpt: recipient })
+        return destination
       })
 
       const release = (envelope: Envelope) => Effect.sync(() => reservations.release(envelope))
@@ -121,7 +121,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
        */
       const targetsOf = (rcpts: ReadonlyArray<string>) =>
         Effect.gen(function*() {
-          const byAddress = new Map<number, AdmittedRoute>()
+          const byAddress = new Map<number, AdmittedDestination>()
           const byReturnPath = new Map<string, AdmittedReturnPath>()
           const found = yield* Effect.forEach(rcpts, (rcpt) =>
             recipients.lookup(rcpt).pipe(
@@ -132,9 +132,9 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
             if (target._tag === "ReturnPath") {
               const key = returnPathKey(target.recipient)
               if (!byReturnPath.has(key)) byReturnPath.set(key, { rcpt, recipient: target.recipient })
-            } else if (!byAddress.has(target.route.addressId)) byAddress.set(target.route.addressId, { ...target.route, rcpt })
+            } else if (!byAddress.has(target.destination.addressId)) byAddress.set(target.destination.addressId, { ...target.destination, rcpt })
           }
-          return { routes: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
+          return { destinations: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
         })
 
       /** Each return path's report, read and recorded (free of charge). */
@@ -146,10 +146,10 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
 
       const deliver = Effect.fn("Ingest.deliver")(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
-        const { routes, returnPaths } = d.routes ? { routes: d.routes, returnPaths: d.returnPaths ?? [] } : yield* targetsOf(d.recipients)
-        if (routes.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
+        const { destinations, returnPaths } = d.destinations ? { destinations: d.destinations, returnPaths: d.returnPaths ?? [] } : yield* targetsOf(d.recipients)
+        if (destinations.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
-        if (routes.length === 0) return []
+        if (destinations.length === 0) return []
         const at = new Date(Number(yield* Clock.currentTimeMillis))
         const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
           .pipe(Effect.provideContext(context))
@@ -158,7 +158,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const parsed = yield* parseMessage(message, trace)
         const body = yield* Effect.promise(() => message.read())
         const stored = yield* writer.submit({
-          routes: routes.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
+          destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
           columns: messageColumns(parsed, d.mailFrom),
           authResults: jsonSafe(auth.results),
           attachments: attachmentRows(parsed),

@@ -16,7 +16,7 @@ import { type BillingShape, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { InsufficientBalance } from "../errors.ts"
 import type { DatabaseShape } from "../ports/Database.ts"
 import { inList } from "../shared/values.ts"
-import type { AdmittedRoute } from "./admission.ts"
+import type { AdmittedDestination } from "./admission.ts"
 import type { MessageEventsShape, StoredMessage } from "./events.ts"
 import type { AttachmentRow, MessageColumns } from "./rows.ts"
 
@@ -25,7 +25,7 @@ const DAY_MS = 86_400_000
 /** A message ready to store: parsed, authenticated, every value already safe for its column. */
 export interface Prepared {
   /** One per address, in RCPT order. */
-  readonly routes: ReadonlyArray<AdmittedRoute>
+  readonly destinations: ReadonlyArray<AdmittedDestination>
   readonly columns: MessageColumns
   /** The verdicts (for a `jsonb` column). */
   readonly authResults: unknown
@@ -63,8 +63,8 @@ export const commitBatch = (
   batch: ReadonlyArray<Prepared>,
 ) =>
   Effect.gen(function*() {
-    // 1. The addresses still route (not deleted, domain not suspended since RCPT); locked so they stay.
-    const addressIds = [...new Set(batch.flatMap((p) => p.routes.map((r) => r.addressId)))].sort((a, b) => a - b)
+    // 1. The addresses still take mail (not deleted, domain not suspended since RCPT); locked so they stay.
+    const addressIds = [...new Set(batch.flatMap((p) => p.destinations.map((r) => r.addressId)))].sort((a, b) => a - b)
     const live = new Map((yield* db.query<LiveAddress>(
       `SELECT a.id, a.user_id, a.retention_days FROM inbound_addresses a LEFT JOIN receiving_domains d ON d.id = a.domain_id
         WHERE a.id IN (${inList(addressIds.length, "int8")}) AND (a.domain_id IS NULL OR d.status = 'verified')
@@ -73,14 +73,14 @@ export const commitBatch = (
     )).map((a) => [a.id, a]))
 
     // 2. The wallets of every account involved, locked; admission in arrival order.
-    const copiesOf = batch.map((p) => p.routes.flatMap((r) => live.get(r.addressId) ? [{ route: r, address: live.get(r.addressId)! }] : []))
+    const copiesOf = batch.map((p) => p.destinations.flatMap((r) => live.get(r.addressId) ? [{ destination: r, address: live.get(r.addressId)! }] : []))
     const left = new Map(yield* billing.lockBalances(copiesOf.flatMap((cs) => cs.map((c) => c.address.user_id))))
     const outcomes: Array<Outcome | undefined> = batch.map(() => undefined)
     const admitted: Array<number> = []
     batch.forEach((p, i) => {
       const copies = copiesOf[i]!
       if (copies.length === 0) {
-        outcomes[i] = { _tag: "Refused", error: new UnknownRecipient({ address: p.routes[0]?.rcpt ?? "" }) }
+        outcomes[i] = { _tag: "Refused", error: new UnknownRecipient({ address: p.destinations[0]?.rcpt ?? "" }) }
         return
       }
       const cost = new Map<number, number>()
@@ -118,14 +118,14 @@ export const commitBatch = (
         const mimeOrd = mime.length + 1
         mime.push({ ord: mimeOrd, user_id: userId, trace: p.trace, body: p.body, size: p.size, refs: mine.length, at: p.at })
         for (const a of p.attachments) attachments.push({ mime_ord: mimeOrd, ...a })
-        for (const { route, address } of mine) {
+        for (const { destination, address } of mine) {
           messages.push({
             ord: messages.length + 1,
             mime_ord: mimeOrd,
             address_id: address.id,
             user_id: userId,
             from_addr: c.from_addr,
-            to_addr: route.rcpt,
+            to_addr: destination.rcpt,
             envelope_from: c.envelope_from,
             subject: c.subject,
             text_body: c.text_body,
@@ -140,7 +140,7 @@ export const commitBatch = (
             tls: p.tls ?? null,
           })
           counters.set(address.id, (counters.get(address.id) ?? 0) + 1)
-          copies.push({ i, userId, addressId: address.id, rcpt: route.rcpt })
+          copies.push({ i, userId, addressId: address.id, rcpt: destination.rcpt })
         }
       }
     }

@@ -31,11 +31,6 @@ export interface InboundMessagesShape {
   readonly raw: (userId: number, id: number) => Effect.Effect<Uint8Array, Forbidden | NotFound | DbError>
   /** Marks it read (idempotent) and returns it. */
   readonly markRead: (userId: number, id: number) => Effect.Effect<InboundMessage, Forbidden | NotFound | DbError>
-  /**
-   * Any account's message by id, for other capabilities (webhooks, SMS, agent) that hold an id
-   * from MessageEvents: full bodies and attachments, plus the owner's `user_id`.
-   */
-  readonly byId: (id: number) => Effect.Effect<InboundMessage & { readonly user_id: number }, NotFound | DbError>
 }
 
 const notFound = () => new NotFound({ message: "inbound message not found" })
@@ -126,12 +121,7 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         return yield* get(userId, id)
       })
 
-      const byId = Effect.fn("InboundMessages.byId")(function*(id: number) {
-        const row = yield* load(id)
-        return { ...(yield* withContent(row)), user_id: row.user_id }
-      })
-
-      return InboundMessages.of({ list, get, raw, markRead, byId })
+      return InboundMessages.of({ list, get, raw, markRead })
     }),
   )
 }

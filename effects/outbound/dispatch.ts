@@ -13,12 +13,12 @@
  * Every recipient goes in its own SMTP transaction whose MAIL FROM is its VERP return path
  * (effects/bounces/verp.ts): `buildDispatch` names them.
  */
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Billing, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { type ReturnPathKey, returnPath, returnPathKey } from "../bounces/verp.ts"
 import { AppConfig } from "../config.ts"
 import type { ProviderError } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { type DispatchResult, type MailAttachment, OutboundMailer, type OutboundDispatch } from "../ports/OutboundMailer.ts"
 import type { DkimKey } from "../sending-domains/identity.ts"
 import { SenderIdentities } from "../sending-domains/identity.ts"
@@ -33,6 +33,9 @@ import { attachmentsOf, type ContentRow, contentOf, messagesByIds, recipientsOf,
 export const DISPATCH_LEASE = Duration.minutes(5)
 /** Dispatches a message may start (its own and the worker's) before it is given up and refunded. */
 export const MAX_DISPATCH_ATTEMPTS = 3
+
+/** What a queued message holds of the customer's money (refunded in full if it is never sent); decoded. */
+const QueuedRow = Schema.Struct({ user_id: Schema.Int, amount_tzs: Schema.Int, content_id: Schema.Int })
 
 /** A reply code that refuses for good: 5xx, except 503 (a command out of sequence, not the address). */
 export const isPermanent = (code: number | null): boolean => code !== null && code >= 500 && code < 600 && code !== 503
@@ -106,7 +109,9 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
       /** Takes the message out of `queued` (locked); undefined when someone else already recorded it. */
       const lockQueued = (id: number) =>
         Effect.map(
-          db.query<{ user_id: number; amount_tzs: number; content_id: number }>(
+          queryAs(
+            db,
+            QueuedRow,
             "SELECT user_id, amount_tzs, content_id FROM outbound_messages WHERE id = $1 AND status = 'queued' FOR UPDATE",
             [id],
           ),

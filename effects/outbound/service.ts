@@ -52,6 +52,7 @@ import {
   toSuppression,
 } from "./schema.ts"
 import { contentOf, insertContent, insertMessages, messagesByIds, messagesOfContent, type RecipientKind, recipientsOf } from "./store.ts"
+import type { Page } from "../shared/pages.ts"
 
 /** What a send answers: the result, the caller's rate-limit bucket, and whether it was a replay. */
 export interface Sent<A> {
@@ -70,11 +71,6 @@ export type SendError =
   | RateLimited
   | ProviderError
   | DbError
-
-interface Page {
-  readonly limit: number
-  readonly offset: number
-}
 
 export interface OutboundShape {
   /** POST /api/outbound/emails (and OutboundSender): one message to to + cc + bcc. */

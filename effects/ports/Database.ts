@@ -7,7 +7,7 @@
  * any service it calls) runs on the transaction's connection, so services compose into one
  * atomic unit without passing a handle around.
  */
-import { Context, Effect, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Schema, SchemaIssue } from "effect"
 
 /** A failed statement. `code` is the SQLSTATE (23505 unique violation, 40001 serialization, …). */
 export class DbError extends Schema.TaggedError<DbError>()("DbError", {
@@ -41,3 +41,38 @@ export const isUniqueViolation = (e: DbError): boolean => e.code === "23505"
 
 /** First row or undefined. */
 export const first = <T>(rows: Array<T>): T | undefined => rows[0]
+
+const formatIssue = SchemaIssue.makeFormatterDefault()
+
+/**
+ * Checks rows against `schema` (a Struct of the selected columns): a row that does not match (a
+ * column renamed by a migration, an int8 too large for a number, a NULL where none is allowed)
+ * fails as a DbError naming the statement and the column, instead of travelling on as a lie.
+ * Cheap enough for hot paths on small rows (about a microsecond each); used where money and
+ * credentials are read.
+ */
+export const decodeRows = <S extends Schema.Decoder<unknown>>(schema: S, statement: string) => {
+  const decode = Schema.decodeUnknownExit(schema)
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<Array<S["Type"]>, DbError> => {
+    const out: Array<S["Type"]> = []
+    for (const row of rows) {
+      const exit = decode(row)
+      if (Exit.isFailure(exit)) {
+        const failure = exit.cause.reasons.find(Cause.isFailReason)
+        const detail = failure ? formatIssue(failure.error.issue) : "undecodable row"
+        const head = statement.replace(/\s+/g, " ").trim().slice(0, 60)
+        return Effect.fail(new DbError({ message: `a row of "${head}" does not match its schema: ${detail}` }))
+      }
+      out.push(exit.value)
+    }
+    return Effect.succeed(out)
+  }
+}
+
+/** `db.query` whose rows are decoded with `schema` (see `decodeRows`). */
+export const queryAs = <S extends Schema.Decoder<unknown>>(
+  db: DatabaseShape,
+  schema: S,
+  text: string,
+  params?: ReadonlyArray<unknown>,
+): Effect.Effect<Array<S["Type"]>, DbError> => Effect.flatMap(db.query(text, params), decodeRows(schema, text))

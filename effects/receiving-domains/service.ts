@@ -11,7 +11,6 @@ import { Database, type DbError } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
 import { domainTable, now, refusePlatformDomain } from "../shared/domain-verification.ts"
-import { owned } from "../shared/ownership.ts"
 import { checkReceivingDomain, type DnsCheck } from "./check.ts"
 import { normalizeDomain, type ReceivingDomain, type ReceivingDomainRow, type ReceivingDomainStatus, toReceivingDomain } from "./schema.ts"
 
@@ -46,11 +45,7 @@ export class ReceivingDomains extends Context.Service<ReceivingDomains, Receivin
       })
       const show = (row: ReceivingDomainRow) => toReceivingDomain(row, config.mxHost, config.mailServerIp)
 
-      const ownedDomain = (userId: number, id: number) =>
-        Effect.flatMap(
-          db.query<ReceivingDomainRow>("SELECT * FROM receiving_domains WHERE id = $1", [id]),
-          (rows) => owned("receiving domain", rows, userId),
-        )
+      const ownedDomain = table.owned
 
       const check = (row: ReceivingDomainRow): Effect.Effect<DnsCheck> =>
         checkReceivingDomain({ domain: row.domain, token: row.verification_token, mxHost: config.mxHost, mailServerIp: config.mailServerIp })
@@ -72,7 +67,7 @@ export class ReceivingDomains extends Context.Service<ReceivingDomains, Receivin
       })
 
       const list = Effect.fn("ReceivingDomains.list")(function*(userId: number) {
-        const rows = yield* db.query<ReceivingDomainRow>("SELECT * FROM receiving_domains WHERE user_id = $1 ORDER BY id", [userId])
+        const rows = yield* table.ofAccount(userId)
         return rows.map(show)
       })
 

@@ -5,10 +5,10 @@
  * and compared in constant time. Revoking a credential or regenerating the password takes effect
  * on the next AUTH, and on the next MAIL FROM of sessions already signed in (`recheck`).
  */
-import { Clock, Context, Effect, Layer, Ref } from "effect"
+import { Clock, Context, Effect, Layer, Ref, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { AccountDisabled, type Forbidden, LimitReached, type NotFound, Unauthorized, ValidationError } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DbError, queryAs } from "../ports/Database.ts"
 import { randomHex, sha256Hex, timingSafeEqual } from "../shared/crypto.ts"
 import { owned } from "../shared/ownership.ts"
 import {
@@ -86,14 +86,14 @@ const parseScopes = (stored: string): { full: boolean; scopes: ReadonlySet<Sandb
 }
 
 /** A stored secret's hash as found by an AUTH username, from either table. */
-interface LoginRow {
-  readonly user_id: number
-  readonly credential_id: number | null
-  readonly secret_hash: string
-  readonly scopes: string
-  readonly revoked_at: Date | null
-  readonly disabled_at: Date | null
-}
+const LoginRow = Schema.Struct({
+  user_id: Schema.Int,
+  credential_id: Schema.NullOr(Schema.Int),
+  secret_hash: Schema.String,
+  scopes: Schema.String,
+  revoked_at: Schema.NullOr(Schema.Date),
+  disabled_at: Schema.NullOr(Schema.Date),
+})
 
 /** SMTP usernames and client ids are short tokens; anything longer is not ours. */
 const MAX_USERNAME_LENGTH = 128
@@ -200,7 +200,9 @@ export class SandboxCredentials extends Context.Service<SandboxCredentials, Sand
 
       /** The stored secret behind an AUTH username: the account's SMTP login or a credential. */
       const lookup = (username: string) =>
-        db.query<LoginRow>(
+        queryAs(
+          db,
+          LoginRow,
           `SELECT l.user_id, NULL::bigint AS credential_id, l.password_hash AS secret_hash, 'full' AS scopes,
                   NULL::timestamptz AS revoked_at, u.disabled_at
              FROM sandbox_smtp_logins l JOIN users u ON u.id = l.user_id

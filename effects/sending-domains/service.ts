@@ -14,7 +14,6 @@ import { domainTable, now, refusePlatformDomain } from "../shared/domain-verific
 import { owned } from "../shared/ownership.ts"
 import { checkSendingDomain, type SendingDnsCheck } from "./check.ts"
 import { generateDkimKeyPair, sealDkimKey } from "./dkim.ts"
-import { ownedSendingDomain } from "./rows.ts"
 import {
   type CreatedSendingDomain,
   type CreateSendingDomain,
@@ -107,12 +106,12 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
       })
 
       const list = Effect.fn("SendingDomains.list")(function*(userId: number) {
-        const rows = yield* db.query<SendingDomainRow>("SELECT * FROM sending_domains WHERE user_id = $1 ORDER BY id", [userId])
+        const rows = yield* table.ofAccount(userId)
         return rows.map(show)
       })
 
       const verify = Effect.fn("SendingDomains.verify")(function*(userId: number, id: number) {
-        const row = yield* ownedSendingDomain(db, userId, id)
+        const row = yield* table.owned(userId, id)
         if (row.status === "verified") return show(row)
         const result = yield* check(row)
         const at = yield* now
@@ -128,7 +127,7 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
       })
 
       const remove = Effect.fn("SendingDomains.remove")(function*(userId: number, id: number) {
-        yield* ownedSendingDomain(db, userId, id)
+        yield* table.owned(userId, id)
         yield* db.query("DELETE FROM sending_domains WHERE id = $1", [id]).pipe(
           // Another capability's row that must keep pointing at the domain (e.g. an agent's reply domain).
           Effect.mapError((e) => (e.code === "23503" ? new Conflict({ message: "the domain is still in use; remove what refers to it first" }) : e)),
@@ -142,7 +141,7 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
         )
 
       const addSender = Effect.fn("SendingDomains.addSender")(function*(userId: number, domainId: number, localPart: string) {
-        const domain = yield* ownedSendingDomain(db, userId, domainId)
+        const domain = yield* table.owned(userId, domainId)
         const row = yield* db.transaction(Effect.gen(function*() {
           yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sender_addresses:${userId}`])
           if ((yield* senderCount(userId)) >= MAX_SENDER_ADDRESSES) {

@@ -9,9 +9,10 @@
  */
 import { Clock, Duration, Effect } from "effect"
 import type { Settings } from "../config.ts"
-import { Conflict, LimitReached, ValidationError } from "../errors.ts"
+import { Conflict, type Forbidden, LimitReached, type NotFound, ValidationError } from "../errors.ts"
 import { type DatabaseShape, DbError, isUniqueViolation } from "../ports/Database.ts"
 import { type DnsError, isNoRecord } from "../ports/Dns.ts"
+import { owned } from "./ownership.ts"
 
 /** One lookup judged: the expected value, a definitive miss, or unknown (an outage). */
 export type Outcome = "match" | "miss" | "unknown"
@@ -51,6 +52,7 @@ export type DomainStatus = "pending" | "verified" | "suspended"
 
 export interface DomainRow {
   readonly id: number
+  readonly user_id: number
   readonly domain: string
   readonly status: DomainStatus
 }
@@ -68,6 +70,16 @@ export const refusePlatformDomain = (
 }
 
 export const now: Effect.Effect<Date> = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+/** The caller's domain on `table`: 404 when there is none, 403 when it is another account's. */
+export const ownedDomain = <Row extends DomainRow>(
+  db: DatabaseShape,
+  table: DomainTableSpec["table"],
+  what: string,
+  userId: number,
+  id: number,
+): Effect.Effect<Row, NotFound | Forbidden | DbError> =>
+  Effect.flatMap(db.query<Row>(`SELECT * FROM ${table} WHERE id = $1`, [id]), (rows) => owned(what, rows, userId))
 
 export interface DomainTableSpec {
   readonly table: "receiving_domains" | "sending_domains"
@@ -89,6 +101,10 @@ export const domainTable = <Row extends DomainRow>(db: DatabaseShape, spec: Doma
     Effect.map(db.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${table} WHERE user_id = $1`, [userId]), ([row]) => row?.n ?? 0)
 
   return {
+    /** The caller's domain: 404 when there is none, 403 when it is another account's. */
+    owned: (userId: number, id: number) => ownedDomain<Row>(db, table, what, userId, id),
+    /** The account's domains, oldest first. */
+    ofAccount: (userId: number) => db.query<Row>(`SELECT * FROM ${table} WHERE user_id = $1 ORDER BY id`, [userId]),
     /** The account's domains now; for a cheap refusal before costly work. */
     atCap: (userId: number) => Effect.map(count(userId), (n) => n >= max),
     tooMany,

@@ -3,7 +3,7 @@
  * a phone, sent with the account's own SMS provider key (the platform does not charge for SMS).
  * The key is shown once and kept sealed, because every send needs it again.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
 import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
 import { Conflict, Forbidden, NotFound } from "../errors.ts"
@@ -12,6 +12,7 @@ import { seal } from "../shared/secretbox.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
 import { KEY_CONTEXT } from "./delivery.ts"
 import { type CreateSmsRuleBody, keyPrefix, type SmsDelivery, type SmsDeliveryRow, type SmsRule, type SmsRuleRow, toSmsDelivery, toSmsRule } from "./schema.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 export interface SmsNotificationsShape {
   /** Creates an active rule on an owned address; the answer carries the provider key, once. */
@@ -72,14 +73,11 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
         return toSmsRule(row ?? current)
       })
 
+      const deliveryPage = newestFirst<SmsDeliveryRow>(db, "sms_deliveries", "rule_id")
       const deliveries = Effect.fn("SmsNotifications.deliveries")(function*(userId: number, id: number, page: { limit: number; offset: number }) {
         yield* ownedRule(userId, id)
-        const rows = yield* db.query<SmsDeliveryRow>(
-          "SELECT * FROM sms_deliveries WHERE rule_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-          [id, page.limit, page.offset],
-        )
-        const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sms_deliveries WHERE rule_id = $1", [id])
-        return { rows: rows.map(toSmsDelivery), total: count?.n ?? 0 }
+        const { rows, total } = yield* deliveryPage(id, page)
+        return { rows: rows.map(toSmsDelivery), total }
       })
 
       return SmsNotifications.of({ create, list, revoke, deliveries })

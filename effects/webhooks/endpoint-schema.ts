@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { iso } from "../shared/schema.ts"
-import { type DeliveryStatus, DeliveryStatus as DeliveryStatusSchema, WebhookSecret, WebhookUrl } from "./schema.ts"
+import { DeliveryAttemptFields, type DeliveryAttemptRow, toDeliveryAttempt, WebhookSecret, WebhookUrl } from "./schema.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -59,13 +59,7 @@ export const EventDelivery = Schema.Struct({
   /** The outbound message (email.* events) or the inbound message (inbound.message_received). */
   email_id: Schema.NullOr(Schema.Int),
   message_id: Schema.NullOr(Schema.Int),
-  status_code: Schema.NullOr(Schema.Int),
-  attempt: Schema.Int,
-  delivered_at: Schema.NullOr(Schema.String),
-  status: DeliveryStatusSchema,
-  next_retry_at: Schema.NullOr(Schema.String),
-  last_error: Schema.NullOr(Schema.String),
-  created_at: Schema.String,
+  ...DeliveryAttemptFields,
 })
 export type EventDelivery = typeof EventDelivery.Type
 
@@ -95,21 +89,13 @@ export interface EventEndpointRow {
   readonly updated_at: Date
 }
 
-export interface EventDeliveryRow {
+export interface EventDeliveryRow extends DeliveryAttemptRow {
   readonly id: number
   readonly endpoint_id: number
   readonly event: string
   readonly body: string
   readonly email_id: number | null
   readonly message_id: number | null
-  readonly status: DeliveryStatus
-  readonly attempt: number
-  readonly status_code: number | null
-  readonly last_error: string | null
-  readonly next_attempt_at: Date | null
-  readonly locked_until: Date | null
-  readonly delivered_at: Date | null
-  readonly created_at: Date
 }
 
 export const toEventEndpoint = (row: EventEndpointRow, secret?: string): EventEndpoint => ({
@@ -128,11 +114,5 @@ export const toEventDelivery = (row: EventDeliveryRow): EventDelivery => ({
   event: row.event,
   email_id: row.email_id,
   message_id: row.message_id,
-  status_code: row.status_code,
-  attempt: row.attempt,
-  delivered_at: iso(row.delivered_at),
-  status: row.status,
-  next_retry_at: row.status === "retrying" ? iso(row.next_attempt_at) : null,
-  last_error: row.last_error,
-  created_at: iso(row.created_at)!,
+  ...toDeliveryAttempt(row),
 })

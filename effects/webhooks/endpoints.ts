@@ -23,6 +23,7 @@ import {
 } from "./endpoint-schema.ts"
 import { ENDPOINT_SECRET_CONTEXT } from "./event-deliveries.ts"
 import { checkWebhookUrl } from "./url.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 /** Endpoints per account: every event is written once per subscribed endpoint. */
 export const MAX_EVENT_ENDPOINTS = 20
@@ -101,14 +102,11 @@ export class EventEndpoints extends Context.Service<EventEndpoints, EventEndpoin
         yield* db.query("DELETE FROM event_endpoints WHERE id = $1", [id])
       })
 
+      const deliveryPage = newestFirst<EventDeliveryRow>(db, "event_deliveries", "endpoint_id")
       const deliveries = Effect.fn("EventEndpoints.deliveries")(function*(userId: number, id: number, page: { limit: number; offset: number }) {
         yield* ownedEndpoint(userId, id)
-        const rows = yield* db.query<EventDeliveryRow>(
-          "SELECT * FROM event_deliveries WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-          [id, page.limit, page.offset],
-        )
-        const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM event_deliveries WHERE endpoint_id = $1", [id])
-        return { rows: rows.map(toEventDelivery), total: count?.n ?? 0 }
+        const { rows, total } = yield* deliveryPage(id, page)
+        return { rows: rows.map(toEventDelivery), total }
       })
 
       return EventEndpoints.of({ create, list, update, remove, deliveries })

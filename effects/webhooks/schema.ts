@@ -46,11 +46,8 @@ export type Webhook = typeof Webhook.Type
 export const DeliveryStatus = Schema.Literals(["pending", "retrying", "delivered", "failed"])
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
-export const WebhookDelivery = Schema.Struct({
-  id: Schema.Int,
-  webhook_id: Schema.Int,
-  message_id: Schema.Int,
-  event: Schema.String,
+/** How far an HTTP delivery (inbox webhook or event endpoint) got, as the API shows it. */
+export const DeliveryAttemptFields = {
   status_code: Schema.NullOr(Schema.Int),
   attempt: Schema.Int,
   delivered_at: Schema.NullOr(Schema.String),
@@ -58,6 +55,14 @@ export const WebhookDelivery = Schema.Struct({
   next_retry_at: Schema.NullOr(Schema.String),
   last_error: Schema.NullOr(Schema.String),
   created_at: Schema.String,
+}
+
+export const WebhookDelivery = Schema.Struct({
+  id: Schema.Int,
+  webhook_id: Schema.Int,
+  message_id: Schema.Int,
+  event: Schema.String,
+  ...DeliveryAttemptFields,
 })
 export type WebhookDelivery = typeof WebhookDelivery.Type
 
@@ -83,11 +88,8 @@ export interface WebhookRow {
   readonly updated_at: Date
 }
 
-export interface WebhookDeliveryRow {
-  readonly id: number
-  readonly webhook_id: number
-  readonly message_id: number
-  readonly event: string
+/** The attempt columns both HTTP delivery tables (webhook_deliveries, event_deliveries) have. */
+export interface DeliveryAttemptRow {
   readonly status: DeliveryStatus
   readonly attempt: number
   readonly status_code: number | null
@@ -96,6 +98,13 @@ export interface WebhookDeliveryRow {
   readonly locked_until: Date | null
   readonly delivered_at: Date | null
   readonly created_at: Date
+}
+
+export interface WebhookDeliveryRow extends DeliveryAttemptRow {
+  readonly id: number
+  readonly webhook_id: number
+  readonly message_id: number
+  readonly event: string
 }
 
 export const toWebhook = (row: WebhookRow, secret?: string): Webhook => ({
@@ -107,11 +116,7 @@ export const toWebhook = (row: WebhookRow, secret?: string): Webhook => ({
   created_at: iso(row.created_at)!,
 })
 
-export const toWebhookDelivery = (row: WebhookDeliveryRow): WebhookDelivery => ({
-  id: row.id,
-  webhook_id: row.webhook_id,
-  message_id: row.message_id,
-  event: row.event,
+export const toDeliveryAttempt = (row: DeliveryAttemptRow) => ({
   status_code: row.status_code,
   attempt: row.attempt,
   delivered_at: iso(row.delivered_at),
@@ -120,4 +125,12 @@ export const toWebhookDelivery = (row: WebhookDeliveryRow): WebhookDelivery => (
   next_retry_at: row.status === "retrying" ? iso(row.next_attempt_at) : null,
   last_error: row.last_error,
   created_at: iso(row.created_at)!,
+})
+
+export const toWebhookDelivery = (row: WebhookDeliveryRow): WebhookDelivery => ({
+  id: row.id,
+  webhook_id: row.webhook_id,
+  message_id: row.message_id,
+  event: row.event,
+  ...toDeliveryAttempt(row),
 })

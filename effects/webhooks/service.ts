@@ -23,6 +23,7 @@ import {
   type WebhookTestResult,
 } from "./schema.ts"
 import { checkWebhookUrl } from "./url.ts"
+import { newestFirst } from "../shared/pages.ts"
 
 export interface WebhooksShape {
   /** Creates an active webhook on an owned address; the answer carries the secret, once. */
@@ -101,14 +102,11 @@ export class Webhooks extends Context.Service<Webhooks, WebhooksShape>()("app/We
         yield* db.query("DELETE FROM webhooks WHERE id = $1", [id])
       })
 
+      const deliveryPage = newestFirst<WebhookDeliveryRow>(db, "webhook_deliveries", "webhook_id")
       const listDeliveries = Effect.fn("Webhooks.deliveries")(function*(userId: number, id: number, page: { limit: number; offset: number }) {
         yield* ownedWebhook(userId, id)
-        const rows = yield* db.query<WebhookDeliveryRow>(
-          "SELECT * FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
-          [id, page.limit, page.offset],
-        )
-        const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM webhook_deliveries WHERE webhook_id = $1", [id])
-        return { rows: rows.map(toWebhookDelivery), total: count?.n ?? 0 }
+        const { rows, total } = yield* deliveryPage(id, page)
+        return { rows: rows.map(toWebhookDelivery), total }
       })
 
       const test = Effect.fn("Webhooks.test")(function*(userId: number, id: number) {

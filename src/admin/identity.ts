@@ -1,7 +1,9 @@
 /** Operator commands that switch an account off and on, or vouch for its identity. */
 import { Console, Effect } from "effect"
 import { Accounts } from "../../effects/accounts/service.ts"
-import { ValidationError } from "../../effects/errors.ts"
+import type { User } from "../../effects/accounts/schema.ts"
+import type { DbError } from "../../effects/ports/Database.ts"
+import { type NotFound, ValidationError } from "../../effects/errors.ts"
 import type { AdminCommand } from "./command.ts"
 
 const accountId = (args: ReadonlyArray<string>) => {
@@ -11,41 +13,42 @@ const accountId = (args: ReadonlyArray<string>) => {
     : Effect.fail(ValidationError.field("ID", "expected the account id (a positive integer); see `accounts`"))
 }
 
-export const disableAccount: AdminCommand = {
-  name: "disable-account",
-  usage: "disable-account ID",
-  summary: "disable an account: its keys and tokens answer 403 ACCOUNT_DISABLED at once",
+/** A command on one account (`NAME ID`): applies `change`, prints `report` of the result. */
+const onAccount = (
+  name: string,
+  summary: string,
+  change: (accounts: Accounts["Service"], id: number) => Effect.Effect<User, NotFound | DbError>,
+  report: (user: User) => string,
+): AdminCommand => ({
+  name,
+  usage: `${name} ID`,
+  summary,
   run: (args) =>
     Effect.gen(function*() {
-      const accounts = yield* Accounts
-      const user = yield* accounts.setDisabled(yield* accountId(args), true)
-      yield* Console.log(`account ${user.id} disabled`)
+      const id = yield* accountId(args)
+      const user = yield* change(yield* Accounts, id)
+      yield* Console.log(report(user))
       return user
     }),
-}
+})
 
-export const enableAccount: AdminCommand = {
-  name: "enable-account",
-  usage: "enable-account ID",
-  summary: "enable a disabled account again",
-  run: (args) =>
-    Effect.gen(function*() {
-      const accounts = yield* Accounts
-      const user = yield* accounts.setDisabled(yield* accountId(args), false)
-      yield* Console.log(`account ${user.id} enabled`)
-      return user
-    }),
-}
+export const disableAccount = onAccount(
+  "disable-account",
+  "disable an account: its keys and tokens answer 403 ACCOUNT_DISABLED at once",
+  (accounts, id) => accounts.setDisabled(id, true),
+  (user) => `account ${user.id} disabled`,
+)
 
-export const verifyIdentity: AdminCommand = {
-  name: "verify-identity",
-  usage: "verify-identity ID",
-  summary: "mark the account's email and phone (those it has) as verified",
-  run: (args) =>
-    Effect.gen(function*() {
-      const accounts = yield* Accounts
-      const user = yield* accounts.verifyIdentity(yield* accountId(args))
-      yield* Console.log(`account ${user.id}: email_verified=${user.email_verified} phone_verified=${user.phone_verified}`)
-      return user
-    }),
-}
+export const enableAccount = onAccount(
+  "enable-account",
+  "enable a disabled account again",
+  (accounts, id) => accounts.setDisabled(id, false),
+  (user) => `account ${user.id} enabled`,
+)
+
+export const verifyIdentity = onAccount(
+  "verify-identity",
+  "mark the account's email and phone (those it has) as verified",
+  (accounts, id) => accounts.verifyIdentity(id),
+  (user) => `account ${user.id}: email_verified=${user.email_verified} phone_verified=${user.phone_verified}`,
+)

@@ -3,7 +3,7 @@
  * bridge from each route's Effect handler to HTTP through one ManagedRuntime. Routes stay thin:
  * this file does everything they would otherwise repeat.
  */
-import { Effect, Exit, type ManagedRuntime, Option, Schema, SchemaIssue } from "effect"
+import { Effect, Exit, Option, Schema, SchemaIssue } from "effect"
 import { Hono } from "hono"
 import { bodyLimit } from "hono/body-limit"
 import { methodNotAllowed } from "hono/method-not-allowed"
@@ -13,7 +13,8 @@ import { type FieldIssue, PayloadTooLarge, ValidationError } from "../../effects
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { envelope } from "./envelope.ts"
 import { renderCause, renderError } from "./errors.ts"
-import type { Reply, Route } from "./route.ts"
+import type { AppRuntime } from "../layers.ts"
+import type { Route } from "./route.ts"
 
 type Vars = { Variables: { requestId: string } }
 
@@ -31,7 +32,7 @@ export const issuesOf = (issue: SchemaIssue.Issue, prefix: ReadonlyArray<Propert
     }
   })
 
-const decode = <T>(schema: Schema.Codec<T, any, never, never> | undefined, input: unknown) =>
+const decode = <T>(schema: Schema.Codec<T, unknown> | undefined, input: unknown) =>
   schema
     ? Effect.mapError(
       Schema.decodeUnknownEffect(schema)(input, { errors: "all", onExcessProperty: "ignore" }),
@@ -57,8 +58,8 @@ const parseJsonBody = (rawBody: string, contentType: string | undefined): Effect
 
 export interface AppOptions {
   readonly routes: ReadonlyArray<Route>
-  // The runtime that provides every service the routes use (src/layers.ts).
-  readonly runtime: ManagedRuntime.ManagedRuntime<any, any>
+  /** Provides every service the routes use (src/layers.ts). */
+  readonly runtime: AppRuntime
   readonly maxBodyBytes: number
 }
 
@@ -170,7 +171,7 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
 
       const exit = await runtime.runPromiseExit(program)
       if (Exit.isFailure(exit)) return sendError(c, renderCause(exit.cause))
-      const reply = exit.value as Reply
+      const reply = exit.value
       if (reply.raw) {
         for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v)
         c.header("Content-Type", reply.raw.contentType)

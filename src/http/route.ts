@@ -3,10 +3,11 @@
  * The same declaration drives request decoding (src/http/app.ts) and the OpenAPI document
  * (src/http/openapi.ts), so the documentation cannot drift from what the server enforces.
  */
-import type { Effect, Schema } from "effect"
+import { Effect, type Schema } from "effect"
 import type { Principal } from "../../effects/auth/service.ts"
 import type { Scope } from "../../effects/auth/scopes.ts"
-import type { Pagination } from "../../effects/shared/schema.ts"
+import { type Pagination, pagination, paging } from "../../effects/shared/schema.ts"
+import type { AppServices } from "../layers.ts"
 
 export type Method = "get" | "post" | "put" | "patch" | "delete"
 
@@ -39,8 +40,6 @@ export interface Reply {
   readonly raw?: { readonly body: string | Uint8Array; readonly contentType: string }
 }
 
-type AnySchema = Schema.Codec<any, any, never, never>
-
 export interface RouteSpec<B, Q, P, A extends Auth> {
   readonly method: Method
   /** Hono path syntax: `/api/inbound/messages/:id`. */
@@ -51,25 +50,49 @@ export interface RouteSpec<B, Q, P, A extends Auth> {
   readonly summary: string
   readonly tag: string
   readonly description?: string
-  readonly body?: Schema.Codec<B, any, never, never>
-  readonly query?: Schema.Codec<Q, any, never, never>
-  readonly params?: Schema.Codec<P, any, never, never>
+  readonly body?: Schema.Codec<B, unknown>
+  readonly query?: Schema.Codec<Q, unknown>
+  readonly params?: Schema.Codec<P, unknown>
   /** Schema of `data` in a successful answer (documentation only). */
-  readonly response?: AnySchema
+  readonly response?: Schema.Codec<unknown, unknown>
   /** Success status, e.g. 201 for creations. */
   readonly status?: number
   readonly rawBody?: boolean
   /** Hide from the OpenAPI document (the fake gateway's pages). */
   readonly internal?: boolean
-  // Handlers may need any service of the app; the runtime provides them all (src/layers.ts).
-  readonly handler: (ctx: RequestContext<B, Q, P, A>) => Effect.Effect<Reply, unknown, any>
+  /**
+   * Runs on the app's runtime, so it may use any service the layers provide (AppServices); one
+   * they do not provide is a compile error. Failures are rendered by src/http/errors.ts.
+   */
+  readonly handler: (ctx: RequestContext<B, Q, P, A>) => Effect.Effect<Reply, unknown, AppServices>
 }
 
-export type Route = RouteSpec<any, any, any, Auth>
+/** A declared route as the app and the OpenAPI document see it: its request types erased. */
+export interface Route extends Omit<RouteSpec<unknown, unknown, unknown, Auth>, "handler"> {
+  // Method syntax on purpose: its parameter is compared bivariantly, which is what lets a
+  // RouteSpec<B, Q, P, A> stand here. Sound because app.ts decodes body, query and params with
+  // this route's own schemas (and authenticates per `auth`) before calling it.
+  handler(ctx: RequestContext<unknown, unknown, unknown, Auth>): Effect.Effect<Reply, unknown, AppServices>
+}
 
 /** Declares a route; the generics are inferred from the schemas. */
-export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Auth>(spec: RouteSpec<B, Q, P, A>): Route =>
-  spec as Route
+export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Auth>(spec: RouteSpec<B, Q, P, A>): Route => spec
 
 /** A successful reply. */
 export const ok = (data?: unknown, extra: Omit<Reply, "data"> = {}): Reply => ({ data, ...extra })
+
+/** A service's answer as the reply's data. */
+export const okFrom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Reply, E, R> => Effect.map(effect, (data) => ok(data))
+
+/**
+ * A listing: `list` reads one page (limit and offset from `?page` and `?per_page`); the reply
+ * carries the rows, each through `toJson`, and the page's pagination.
+ */
+export const paged = <Row, E, R>(
+  query: { readonly page?: number | undefined; readonly per_page?: number | undefined },
+  list: (page: { readonly limit: number; readonly offset: number }) => Effect.Effect<{ readonly rows: ReadonlyArray<Row>; readonly total: number }, E, R>,
+  toJson: (row: Row) => unknown = (row) => row,
+): Effect.Effect<Reply, E, R> => {
+  const { page, perPage, offset } = paging(query)
+  return Effect.map(list({ limit: perPage, offset }), ({ rows, total }) => ok(rows.map(toJson), { pagination: pagination(page, perPage, total) }))
+}

@@ -32,7 +32,7 @@ export const paymentGatewayHttpLayer = Layer.effect(
     const config = yield* AppConfig
     const http = yield* HttpClient
 
-    const post = <S extends Schema.Codec<any, any, never, never>>(path: string, body: unknown, reply: S) =>
+    const post = <S extends Schema.Codec<unknown, unknown>>(path: string, body: unknown, reply: S) =>
       Effect.gen(function*() {
         if (Option.isNone(config.paymentApiUrl) || Option.isNone(config.paymentApiKey)) {
           return yield* new NotConfigured({ message: "the payment gateway is not configured (PAYMENT_API_URL, PAYMENT_API_KEY)" })

@@ -3,7 +3,8 @@
  * with, the one local-error reply, turning a step's failures and defects into replies, and the
  * bridge from an Effect step to smtp-server's callbacks.
  */
-import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
+import type { AppRuntime, AppServices } from "../layers.ts"
 
 /** An SMTP answer other than success; the server writes `code message`. */
 export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
@@ -18,6 +19,14 @@ export const MAX_RECIPIENTS = 100
 
 /** Something went wrong on our side: the sender keeps the message and tries again later. */
 export const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try again later")
+
+/** The answers both servers give alike: an unparsable message, a reply already made, else LOCAL_ERROR. */
+export const commonReply = (e: { readonly _tag: string }): SmtpReply =>
+  e._tag === "MalformedMessage"
+    ? reply(554, "5.6.0 Message could not be parsed")
+    : e._tag === "SmtpReply"
+    ? (e as SmtpReply)
+    : LOCAL_ERROR
 
 /** An Error smtp-server writes as `responseCode message`. */
 export const smtpError = (r: { code: number; message: string }) => Object.assign(new Error(r.message), { responseCode: r.code })
@@ -42,14 +51,16 @@ export const replyingWith = (server: string, table: (e: { readonly _tag: string;
  * Runs a session step on the runtime and hands its outcome to an smtp-server callback: the
  * step's SmtpReply on failure, 451 on a defect (logged as `<server>: step died`).
  */
-export const stepRunner = (runtime: ManagedRuntime.ManagedRuntime<any, any>, server: string) =>
-<A>(effect: Effect.Effect<A, SmtpReply, any>, done: (err: Error | null, value?: A) => void) => {
+export const stepRunner = (runtime: AppRuntime, server: string) =>
+<A>(effect: Effect.Effect<A, SmtpReply, AppServices>, done: (err: Error | null, value?: A) => void) => {
   runtime.runPromiseExit(effect).then(
     (exit) => {
       if (Exit.isSuccess(exit)) return done(null, exit.value)
-      const failure = exit.cause.reasons.find(Cause.isFailReason)
-      if (!failure) runtime.runFork(Effect.logError(`${server}: step died`, exit.cause))
-      done(smtpError(failure ? failure.error : LOCAL_ERROR))
+      // Besides the step's SmtpReply, only the runtime's own build failure can arrive here.
+      const failure = exit.cause.reasons.find(Cause.isFailReason)?.error
+      const answer = failure instanceof SmtpReply ? failure : undefined
+      if (!answer) runtime.runFork(Effect.logError(`${server}: step died`, exit.cause))
+      done(smtpError(answer ?? LOCAL_ERROR))
     },
     // Only when the runtime itself is gone (shutting down).
     () => done(smtpError(LOCAL_ERROR)),

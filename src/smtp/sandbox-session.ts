@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { type SandboxLogin, SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import { Sandbox, type Submission } from "../../effects/sandbox/service.ts"
-import { LOCAL_ERROR, reply, replyingWith, SmtpReply } from "./common.ts"
+import { commonReply, reply, replyingWith, type SmtpReply } from "./common.ts"
 
 /** Failed AUTH attempts a connection may make before it is dropped with 421. */
 export const MAX_AUTH_FAILURES = 5
@@ -31,12 +31,8 @@ export const toSandboxReply = (e: { readonly _tag: string; readonly message?: st
     case "LimitReached":
       // Temporary on purpose: the allowance renews with the month, so a retry later can succeed.
       return reply(452, `4.2.2 Sandbox capture limit reached: ${e.message ?? "monthly allowance used up"}`)
-    case "MalformedMessage":
-      return reply(554, "5.6.0 Message could not be parsed")
-    case "SmtpReply":
-      return e as SmtpReply
     default:
-      return LOCAL_ERROR
+      return commonReply(e)
   }
 }
 

@@ -17,116 +17,84 @@
  * Limits as on the MX: SMTP_MAX_SESSIONS_PER_IP sessions per client address (per listener), message
  * bytes within the process's SMTP_MEMORY_BYTES (large messages spool to DATA_DIR, ./data.ts).
  */
-import { Effect, type ManagedRuntime } from "effect"
-import type { AddressInfo } from "node:net"
-import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server"
+import { SMTPServer, type SMTPServerOptions } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import { SandboxCredentials } from "../../effects/sandbox/credentials.ts"
 import type { Listener } from "../listeners.ts"
-import { MAX_RECIPIENTS, smtpError, stepRunner } from "./common.ts"
-import { prepareSpool, readMessage } from "./data.ts"
-import { sessionsPerIp, SmtpMemory } from "./limits.ts"
-import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient, type SandboxSessionState } from "./sandbox-session.ts"
+import { stepRunner } from "./common.ts"
+import { readMessage } from "./data.ts"
+import { newSandboxSessionState, onAuth, onMailFrom, onMessage, onRecipient } from "./sandbox-session.ts"
+import { commonServerOptions, listen, serverSessions } from "./server.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
+import type { AppRuntime } from "../layers.ts"
 
 /** The sandbox's smtp-server options, apart from its handlers. */
 export const sandboxServerOptions = (settings: Settings, tls: SmtpTls, implicitTls: boolean): SMTPServerOptions => ({
   name: settings.sandboxSmtpHost,
   banner: "sandbox: mail is captured, never delivered",
-  size: settings.maxMessageBytes,
-  rejectOversized: true,
-  maxRecipients: MAX_RECIPIENTS,
-  disableReverseLookup: true,
   disabledCommands: tls.enabled && !implicitTls ? [] : ["STARTTLS"],
-  ...tls.options,
+  ...commonServerOptions(settings, tls),
   secure: implicitTls,
   authMethods: ["PLAIN", "LOGIN"],
   allowInsecureAuth: true,
   authRequiredMessage: "5.7.0 Authentication required",
-  logger: false,
-  socketTimeout: 60_000,
-  closeTimeout: 10_000,
-  maxClients: 1_000,
 })
 
 /** `implicitTls`: the SANDBOX_SMTPS_PORT listener (TLS from the first byte, no STARTTLS). */
-export const startSandboxSmtp = async (runtime: ManagedRuntime.ManagedRuntime<any, any>, settings: Settings, implicitTls = false) => {
+export const startSandboxSmtp = async (runtime: AppRuntime, settings: Settings, implicitTls = false) => {
   const tls = await smtpTls(runtime, settings, implicitTls ? "sandbox_smtps" : "sandbox", implicitTls ? "not listening on SANDBOX_SMTPS_PORT" : undefined)
   if (implicitTls && !tls.enabled) return { port: 0, close: () => Promise.resolve() }
-  return new Promise<{ port: number; close: () => Promise<void> }>((resolve, reject) => {
-    const states = new Map<string, SandboxSessionState>()
-    const stateOf = (session: SMTPServerSession) => {
-      let state = states.get(session.id)
-      if (!state) states.set(session.id, (state = newSandboxSessionState()))
-      return state
-    }
-    const run = stepRunner(runtime, "sandbox")
-    const sessions = sessionsPerIp(settings.smtpMaxSessionsPerIp)
-    const data = { maxBytes: settings.maxMessageBytes, spoolDir: prepareSpool(settings.dataDir), memory: runtime.runSync(SmtpMemory.useSync((m) => m)) }
+  const sessions = serverSessions(runtime, settings, tls, newSandboxSessionState)
+  const { stateOf } = sessions
+  const run = stepRunner(runtime, "sandbox")
 
-    const server = new SMTPServer({
-      ...sandboxServerOptions(settings, tls, implicitTls),
+  const server = new SMTPServer({
+    ...sandboxServerOptions(settings, tls, implicitTls),
 
-      onConnect(session, callback) {
-        const refused = sessions.enter(session)
-        callback(refused ? smtpError(refused) : null)
-      },
+    onConnect: sessions.connect,
 
-      onAuth(auth, session, callback) {
-        run(onAuth(stateOf(session), auth.username ?? "", auth.password ?? ""), (err, login) =>
-          err ? callback(err) : callback(null, { user: login!.username }))
-      },
+    onAuth(auth, session, callback) {
+      run(onAuth(stateOf(session), auth.username ?? "", auth.password ?? ""), (err, login) =>
+        err ? callback(err) : callback(null, { user: login!.username }))
+    },
 
-      onMailFrom(_address, session, callback) {
-        run(onMailFrom(stateOf(session)), (err) => callback(err))
-      },
+    onMailFrom(_address, session, callback) {
+      run(onMailFrom(stateOf(session)), (err) => callback(err))
+    },
 
-      onRcptTo(_address, session, callback) {
-        run(onRecipient(stateOf(session)), (err) => callback(err))
-      },
+    onRcptTo(_address, session, callback) {
+      run(onRecipient(stateOf(session)), (err) => callback(err))
+    },
 
-      onData(stream, session, callback) {
-        readMessage(stream, data, callback, (raw, finish) => {
-          const submission = {
-            raw,
-            mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-            recipients: session.envelope.rcptTo.map((r) => r.address),
-            // {protocol, cipher} or null, for the captured message (the sandbox records it).
-            tls: tls.facts(session),
-          }
-          run(onMessage(stateOf(session), submission), (err, text) => {
-            finish()
-            err ? callback(err) : callback(null, text)
-          })
+    onData(stream, session, callback) {
+      readMessage(stream, sessions.data, callback, (raw, finish) => {
+        const submission = {
+          raw,
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          recipients: session.envelope.rcptTo.map((r) => r.address),
+          // {protocol, cipher} or null, for the captured message (the sandbox records it).
+          tls: tls.facts(session),
+        }
+        run(onMessage(stateOf(session), submission), (err, text) => {
+          finish()
+          err ? callback(err) : callback(null, text)
         })
-      },
+      })
+    },
 
-      onClose(session) {
-        sessions.leave(session)
-        states.delete(session.id)
-        tls.forget(session)
-      },
-    })
-    const detach = tls.attach(server)
-
-    let listening = false
-    server.on("error", (err) => {
-      if (!listening) return (detach(), reject(err))
-      // Socket-level trouble of one client (resets, TLS probes); never fatal to the server.
-      runtime.runFork(Effect.logDebug("sandbox: connection error", String(err)))
-    })
-    server.listen(implicitTls ? settings.sandboxSmtpsPort : settings.sandboxSmtpPort, "0.0.0.0", () => {
-      listening = true
-      const port = (server.server.address() as AddressInfo).port
-      const close = () => new Promise<void>((done) => (detach(), server.close(() => done())))
-      // The settings API names the plaintext/STARTTLS port.
-      if (implicitTls) return resolve({ port, close })
-      runtime.runPromise(SandboxCredentials.use((c) => c.listening(port))).then(
-        () => resolve({ port, close }),
-        (e) => (detach(), server.close(() => reject(e))),
-      )
-    })
+    onClose(session) {
+      sessions.close(session)
+    },
   })
+  return listen(
+    runtime,
+    "sandbox",
+    server,
+    tls,
+    implicitTls ? settings.sandboxSmtpsPort : settings.sandboxSmtpPort,
+    // The settings API names the plaintext/STARTTLS port.
+    (port) => (implicitTls ? Promise.resolve() : runtime.runPromise(SandboxCredentials.use((c) => c.listening(port)))),
+  )
 }
 
 export const sandboxListener: Listener = { name: "sandbox", start: (runtime, settings) => startSandboxSmtp(runtime, settings) }

@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import { type Envelope, newEnvelope } from "../../effects/ingest/admission.ts"
 import { type Delivery, Ingest } from "../../effects/ingest/service.ts"
-import { LOCAL_ERROR, reply, replyingWith, SmtpReply } from "./common.ts"
+import { commonReply, reply, replyingWith, SmtpReply } from "./common.ts"
 
 export { SmtpReply }
 
@@ -34,12 +34,8 @@ export const toReply = (e: { readonly _tag: string }, rcpt?: string): SmtpReply 
       return reply(451, `4.4.3 ${who}Domain's DNS records are not in place, try again later`)
     case "InsufficientBalance":
       return reply(452, `4.2.2 ${who}Mailbox cannot accept mail right now, try again later`)
-    case "MalformedMessage":
-      return reply(554, "5.6.0 Message could not be parsed")
-    case "SmtpReply":
-      return e as SmtpReply
     default:
-      return LOCAL_ERROR
+      return commonReply(e)
   }
 }
 
@@ -75,12 +71,12 @@ export const onRecipient = (state: MxSessionState, recipient: string) =>
  * now); the text of the 250 names the stored message ids. The transaction's holds are freed once
  * it is answered, after the commit.
  */
-export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "routes" | "returnPaths">) =>
+export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "destinations" | "returnPaths">) =>
   Effect.gen(function*() {
     const ingest = yield* Ingest
-    const routes = [...state.envelope.routes.values()]
+    const destinations = [...state.envelope.destinations.values()]
     const returnPaths = [...state.envelope.returnPaths.values()]
-    const admitted = routes.length > 0 || returnPaths.length > 0
-    const ids = yield* replying()(ingest.deliver(admitted ? { ...delivery, routes, returnPaths } : delivery))
+    const admitted = destinations.length > 0 || returnPaths.length > 0
+    const ids = yield* replying()(ingest.deliver(admitted ? { ...delivery, destinations, returnPaths } : delivery))
     return ids.length > 0 ? `2.0.0 OK: stored as ${ids.join(",")}` : "2.0.0 OK: delivery report received"
   }).pipe(Effect.ensuring(endTransaction(state)))

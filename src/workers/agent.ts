@@ -10,30 +10,25 @@
  * The replier is built here, after every service, so it sees OutboundSender wherever the
  * outbound capability is composed.
  */
-import { Effect, Layer, Option } from "effect"
+import { Layer } from "effect"
 import { AGENT_QUEUE } from "../../effects/agent/jobs.ts"
 import { AGENT_LEASE, AgentReplier } from "../../effects/agent/replier.ts"
 import type { AgentJobRow } from "../../effects/agent/schema.ts"
-import { makeWakeups, wakeForEarliest } from "./webhooks.ts"
-import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
+import { type DeliveryQueue, deliveryWorker } from "./deliveries.ts"
+
+const agentQueue = AgentReplier.useSync((replier): DeliveryQueue<AgentJobRow> => ({
+  name: AGENT_QUEUE,
+  table: "agent_jobs",
+  statuses: ["pending"],
+  lease: AGENT_LEASE,
+  concurrency: 2,
+  pollInterval: "5 seconds",
+  attempt: replier.attempt,
+}))
+
+const agent = deliveryWorker(agentQueue)
 
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
-export const agentWorkerSpec = (onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void) =>
-  Effect.gen(function*() {
-    const replier = yield* AgentReplier
-    const spec: WorkerSpec<AgentJobRow> = {
-      name: AGENT_QUEUE,
-      claim: claimDue<AgentJobRow>({ table: "agent_jobs", dueColumn: "next_attempt_at", statuses: ["pending"], lease: AGENT_LEASE }),
-      handle: (job) => Effect.flatMap(replier.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
-      pollInterval: "5 seconds",
-      concurrency: 2,
-    }
-    return spec
-  })
+export const agentWorkerSpec = agent.spec
 
-export const agentWorkerLayer = Layer.effectDiscard(Effect.gen(function*() {
-  const wakeAt = yield* makeWakeups(AGENT_QUEUE)
-  const spec = yield* agentWorkerSpec(wakeAt)
-  yield* wakeForEarliest(wakeAt, "agent_jobs", ["pending"])
-  yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
-})).pipe(Layer.provide(AgentReplier.layer))
+export const agentWorkerLayer = agent.layer.pipe(Layer.provide(AgentReplier.layer))

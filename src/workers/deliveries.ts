@@ -1,7 +1,7 @@
 /**
- * The worker of every durable delivery queue (inbox webhooks, event endpoints, SMS): an actor
- * over its table on the foundation's worker pattern, attempting each claimed row through the
- * shared delivery machine (effects/deliveries/outbox.ts).
+ * The worker of every durable delivery queue (inbox webhooks, event endpoints, SMS, agent
+ * replies): an actor over its table on the foundation's worker pattern, attempting each claimed
+ * row through its capability (the deliveries through effects/deliveries/outbox.ts).
  *
  * Why it looks like this: deliveries must survive restarts and run on several instances, so
  * the queue is the table (claimed with SKIP LOCKED under a lease longer than one attempt can
@@ -52,15 +52,18 @@ export interface DeliveryQueue<J> {
   readonly statuses: ReadonlyArray<string>
   readonly lease: Duration.Input
   readonly concurrency: number
+  /** Default 2 s; wake-ups cover scheduled retries, polling finds other instances' rows. */
+  readonly pollInterval?: Duration.Input
+  /** Makes the next attempt of a claimed row; returns when the following one is due, if any. */
   readonly attempt: (job: J) => Effect.Effect<Option.Option<Date>, DbError>
 }
 
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
-export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J> => ({
+export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J, Database> => ({
   name: queue.name,
   claim: claimDue<J>({ table: queue.table, dueColumn: "next_attempt_at", statuses: queue.statuses, lease: queue.lease }),
   handle: (job) => Effect.flatMap(queue.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
-  pollInterval: "2 seconds",
+  pollInterval: queue.pollInterval ?? "2 seconds",
   concurrency: queue.concurrency,
 })
 
@@ -73,3 +76,9 @@ export const deliveryWorkerLayer = <J, E, R>(queue: Effect.Effect<DeliveryQueue<
     yield* wakeForEarliest(wakeAt, q.table, q.statuses)
     yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
   }))
+
+/** A queue's worker: `spec` for tests (driven with `runOnce`), `layer` for the runtime. */
+export const deliveryWorker = <J, E, R>(queue: Effect.Effect<DeliveryQueue<J>, E, R>) => ({
+  spec: (onRetry?: (at: Date) => Effect.Effect<void>) => Effect.map(queue, (q) => deliveryWorkerSpec(q, onRetry)),
+  layer: deliveryWorkerLayer(queue),
+})

@@ -24,7 +24,7 @@ export const outboundWorkerSpec = Effect.gen(function*() {
   const db = yield* Database
   const dispatcher = yield* OutboundDispatcher
   const leaseMs = Duration.toMillis(DISPATCH_LEASE)
-  const spec: WorkerSpec<OutboundMessageRow> = {
+  const spec: WorkerSpec<OutboundMessageRow, Database> = {
     name: OUTBOUND_QUEUE,
     claim: (now, limit) =>
       Effect.gen(function*() {

@@ -4,7 +4,7 @@ import type { ReceivingDomainRow } from "../../effects/receiving-domains/schema.
 import { ReceivingDomains } from "../../effects/receiving-domains/service.ts"
 import { type DomainRecheck, domainRecheckLayer, domainRecheckWorker } from "./domain-recheck.ts"
 
-const recheck: DomainRecheck<ReceivingDomainRow> = {
+const recheck: DomainRecheck<ReceivingDomainRow, ReceivingDomains> = {
   name: "receiving-domain-recheck",
   table: "receiving_domains",
   recheck: (row) => ReceivingDomains.use((domains) => domains.recheck(row)),

@@ -10,6 +10,7 @@
 import { type Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../../effects/config.ts"
 import { purgeMessages } from "../../effects/messages/purge.ts"
+import type { Database } from "../../effects/ports/Database.ts"
 import { type WorkerSpec, workerLayer } from "./worker.ts"
 
 export const RETENTION_BATCH = 1000
@@ -18,7 +19,7 @@ export interface PurgedBatch {
   readonly deleted: number
 }
 
-export const retentionWorker = (interval: Duration.Input): WorkerSpec<PurgedBatch> => ({
+export const retentionWorker = (interval: Duration.Input): WorkerSpec<PurgedBatch, Database> => ({
   name: "retention",
   batchSize: 1,
   concurrency: 1,

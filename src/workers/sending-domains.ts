@@ -4,7 +4,7 @@ import type { SendingDomainRow } from "../../effects/sending-domains/schema.ts"
 import { SendingDomains } from "../../effects/sending-domains/service.ts"
 import { type DomainRecheck, domainRecheckLayer, domainRecheckWorker } from "./domain-recheck.ts"
 
-const recheck: DomainRecheck<SendingDomainRow> = {
+const recheck: DomainRecheck<SendingDomainRow, SendingDomains> = {
   name: "sending-domain-recheck",
   table: "sending_domains",
   recheck: (row) => SendingDomains.use((domains) => domains.recheck(row)),

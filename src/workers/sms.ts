@@ -3,24 +3,20 @@
  * owes what a webhook owes: survive restarts, never send an attempt twice. The SmsGateway
  * adapter bounds each call (10 s), so the lease covers one call comfortably.
  */
-import { Effect } from "effect"
 import { SMS_QUEUE, SmsDeliveries } from "../../effects/sms/delivery.ts"
 import type { SmsDeliveryRow } from "../../effects/sms/schema.ts"
-import { type DeliveryQueue, deliveryWorkerLayer, deliveryWorkerSpec } from "./deliveries.ts"
+import { type DeliveryQueue, deliveryWorker } from "./deliveries.ts"
 
-export const smsQueue = Effect.gen(function*() {
-  const deliveries = yield* SmsDeliveries
-  const queue: DeliveryQueue<SmsDeliveryRow> = {
-    name: SMS_QUEUE,
-    table: "sms_deliveries",
-    statuses: ["pending"],
-    lease: "30 seconds",
-    concurrency: 4,
-    attempt: deliveries.attempt,
-  }
-  return queue
-})
+const sms = deliveryWorker(SmsDeliveries.useSync((deliveries): DeliveryQueue<SmsDeliveryRow> => ({
+  name: SMS_QUEUE,
+  table: "sms_deliveries",
+  statuses: ["pending"],
+  lease: "30 seconds",
+  concurrency: 4,
+  attempt: deliveries.attempt,
+})))
 
-export const smsWorkerSpec = (onRetry?: (at: Date) => Effect.Effect<void>) => Effect.map(smsQueue, (queue) => deliveryWorkerSpec(queue, onRetry))
+/** The worker's spec; tests drive it with `runOnce`. */
+export const smsWorkerSpec = sms.spec
 
-export const smsWorkerLayer = deliveryWorkerLayer(smsQueue)
+export const smsWorkerLayer = sms.layer

@@ -13,13 +13,14 @@ import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { Database, type DbError } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 
-export interface WorkerSpec<J> {
+/** `R`: the services claiming and handling need; the worker's Layer requires them. */
+export interface WorkerSpec<J, R = never> {
   /** Also the WorkSignals queue name. */
   readonly name: string
   /** Claims up to `limit` due jobs at `now` (see `claimDueSql`). */
-  readonly claim: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<J>, DbError, any>
+  readonly claim: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<J>, DbError, R>
   /** Handles one claimed job and records its outcome. Failures are logged; the lease then expires. */
-  readonly handle: (job: J) => Effect.Effect<void, unknown, any>
+  readonly handle: (job: J) => Effect.Effect<void, unknown, R>
   readonly pollInterval: Duration.Input
   readonly batchSize?: number
   /** Jobs handled at once (webhook POSTs wait on the network, so >1 helps). */
@@ -27,7 +28,7 @@ export interface WorkerSpec<J> {
 }
 
 /** One claim-and-handle round; returns how many jobs it took. Exposed for tests. */
-export const runOnce = <J>(spec: WorkerSpec<J>) =>
+export const runOnce = <J, R>(spec: WorkerSpec<J, R>) =>
   Effect.gen(function*() {
     const now = new Date(Number(yield* Clock.currentTimeMillis))
     const jobs = yield* spec.claim(now, spec.batchSize ?? 20)
@@ -43,7 +44,7 @@ export const runOnce = <J>(spec: WorkerSpec<J>) =>
   })
 
 /** The loop: drain due work, then wait for the poll interval or a signal. Never returns. */
-export const runWorker = <J>(spec: WorkerSpec<J>) =>
+export const runWorker = <J, R>(spec: WorkerSpec<J, R>) =>
   Effect.gen(function*() {
     const signals = yield* WorkSignals
     while (true) {
@@ -63,7 +64,7 @@ export const supervised = <A, E, R>(name: string, loop: Effect.Effect<A, E, R>) 
   )
 
 /** A Layer that runs the worker for as long as the runtime lives. */
-export const workerLayer = <J>(spec: WorkerSpec<J>) =>
+export const workerLayer = <J, R>(spec: WorkerSpec<J, R>) =>
   Layer.effectDiscard(Effect.forkScoped(supervised(spec.name, runWorker(spec))))
 
 /**

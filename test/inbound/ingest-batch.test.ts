@@ -74,7 +74,7 @@ const prepared = (raw: string, copies: ReadonlyArray<{ id: number; userId: numbe
     const parsed = yield* parseMessage(Buffer.from(raw))
     const columns = messageColumns(parsed, "asha@sender.example")
     const p: Prepared = {
-      routes: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
+      destinations: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
       columns: subject === undefined ? columns : { ...columns, subject },
       authResults: { spf: "pass", dkim: [], dmarc: "none", arc: "none", header: "" },
       attachments: attachmentRows(parsed),

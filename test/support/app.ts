@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Settings } from "../../effects/config.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
+import type { AppServices } from "../../src/layers.ts"
 import { quietLoggerLayer } from "../../src/logger.ts"
 import { type Running, start } from "../../src/runtime.ts"
 import { type TestDatabase, testDatabase } from "./db.ts"
@@ -77,14 +78,14 @@ export interface TestApp extends Running {
   readonly url: string
   readonly settings: Settings
   readonly call: (method: string, path: string, options?: CallOptions) => Promise<CallResult>
-  readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, AppServices>) => Promise<A>
 }
 
 export interface TestAppOptions {
   readonly settings?: Partial<Settings>
   /** Workers are on by default; tests that drive a worker step by step turn them off. */
   readonly workers?: boolean
-  readonly infrastructure?: Layer.Layer<never, never, never> | Layer.Layer<any, never, never>
+  readonly infrastructure?: Layer.Layer<never>
   /** A database the test owns and keeps after `stop` (to start a second app on the same data). */
   readonly database?: TestDatabase
 }
@@ -125,7 +126,7 @@ export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp
     url,
     settings,
     call,
-    run: (effect) => running.runtime.runPromise(effect as Effect.Effect<any, any, never>),
+    run: (effect) => running.runtime.runPromise(effect),
     stop: async () => {
       await running.stop()
       if (!options.database) await db.drop()

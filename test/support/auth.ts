@@ -31,14 +31,13 @@ export const makeAuthTestApp = async (options: AuthTestAppOptions = {}): Promise
   const api = await makeTestApp({
     workers: options.workers ?? false,
     ...(options.settings ? { settings: options.settings } : {}),
-    // A cast: a layer providing only References has output `never`, which `Layer<any>` does not accept.
     infrastructure: Layer.mergeAll(
       options.capture === false ? Layer.empty : outbox.layer,
       clock.layer,
       fastHashing,
       roomyAuthLimits,
       ...(options.layers ?? []),
-    ) as Layer.Layer<any, never, never>,
+    ),
   })
   return { api, outbox, clock }
 }

@@ -5,6 +5,8 @@
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { inject } from "vitest"
+import type { AppConfig } from "../../effects/config.ts"
+import type { Database, DbError } from "../../effects/ports/Database.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { pgliteLayer, postgresLayer } from "../../src/db/layer.ts"
 import { openPostgres } from "../../src/db/postgres.ts"
@@ -15,7 +17,7 @@ export const testDatabaseUrl = process.env.TEST_DATABASE_URL
 export const onPostgres = testDatabaseUrl !== undefined
 
 export interface TestDatabase {
-  readonly layer: Layer.Layer<any, any, any>
+  readonly layer: Layer.Layer<Database, DbError, AppConfig>
   readonly drop: () => Promise<void>
 }
 

@@ -23,7 +23,7 @@ export interface SmsProvider {
   /** How the next requests are answered (the last entry repeats); default 200 with a message_id. */
   readonly behave: (...answers: Array<SmsAnswer>) => void
   /** Infrastructure for `makeTestApp`. */
-  readonly layer: Layer.Layer<any, never, never>
+  readonly layer: Layer.Layer<HttpClient>
   /** Settings that point the app at this provider. */
   readonly settings: { readonly smsApiUrl: Option.Option<string> }
   readonly waitFor: (n: number, timeoutMs?: number) => Promise<Array<SmsRequest>>
@@ -53,7 +53,7 @@ export const makeSmsProvider = (): SmsProvider => {
     behave: (...a) => {
       answers = a
     },
-    layer: Layer.succeed(HttpClient, HttpClient.of({ fetch })) as Layer.Layer<any, never, never>,
+    layer: Layer.succeed(HttpClient, HttpClient.of({ fetch })),
     settings: { smsApiUrl: Option.some(SMS_API_URL) },
     waitFor: async (n, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs

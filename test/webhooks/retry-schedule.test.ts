@@ -4,7 +4,8 @@
  */
 import { Duration, Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
-import { delayAfter, deliverySchedule } from "../../effects/deliveries/retry.ts"
+import { AGENT_MAX_ATTEMPTS } from "../../effects/agent/replier.ts"
+import { delayAfter, deliverySchedule, retrySchedule } from "../../effects/deliveries/retry.ts"
 
 const delays = (maxAttempts: number, upTo: number) =>
   Effect.runPromise(Effect.forEach(Array.from({ length: upTo }, (_, i) => i + 1), (failed) =>
@@ -25,5 +26,15 @@ describe("delivery schedule", () => {
 
   it("nothing has failed yet: no delay", async () => {
     expect(await Effect.runPromise(delayAfter(deliverySchedule(3), 0))).toEqual(Option.none())
+  })
+})
+
+describe("the same schedule from another first wait", () => {
+  it("agent replies: 30 s, 90 s, 270 s, 810 s, then no attempt left after AGENT_MAX_ATTEMPTS", async () => {
+    const schedule = retrySchedule("30 seconds", AGENT_MAX_ATTEMPTS)
+    const got = await Effect.runPromise(Effect.forEach([1, 2, 3, 4, 5], (failed) =>
+      Effect.map(delayAfter(schedule, failed), Option.map(Duration.toMillis))))
+    expect(AGENT_MAX_ATTEMPTS).toBe(5)
+    expect(got).toEqual([Option.some(30_000), Option.some(90_000), Option.some(270_000), Option.some(810_000), Option.none()])
   })
 })

@@ -36,7 +36,7 @@ interface Job {
 const MAX_ATTEMPTS = 3
 
 /** A queue whose handler always fails and reschedules with the real delivery schedule. */
-const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job> => {
+const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job, Database> => {
   const claim = claimDue<Job>({ table: "test_jobs", dueColumn: "next_attempt_at", statuses: ["pending", "retrying"], lease: "30 seconds" })
   return {
     name: queue,
@@ -140,7 +140,7 @@ describe("worker pattern", () => {
       const seen = yield* Queue.unbounded<number>()
       const base = failingSpec("crash", seen)
       let claims = 0
-      const flaky: WorkerSpec<Job> = {
+      const flaky: WorkerSpec<Job, Database> = {
         ...base,
         claim: (now, limit) => (++claims === 1 ? Effect.die(new Error("claim blew up")) : base.claim(now, limit)),
       }

@@ -2,8 +2,8 @@
 import { Effect, Schema } from "effect"
 import { AddressIdParams, AgentConfig, AgentDraft, AgentJob, DraftBody, MAX_PERSONA_CHARS, PutAgentConfigBody } from "../../../effects/agent/schema.ts"
 import { AgentConfigs } from "../../../effects/agent/service.ts"
-import { IdFromString, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
-import { ok, route } from "../route.ts"
+import { IdFromString, PageQuery } from "../../../effects/shared/schema.ts"
+import { ok, okFrom, paged, route } from "../route.ts"
 
 const common = { auth: "key", scope: "agent", tag: "AI auto-reply" } as const
 
@@ -16,7 +16,7 @@ export const agentRoutes = [
     path: "/api/agent/configs",
     summary: "The account's stored agent configs (addresses without one run with the defaults: mode off)",
     response: Schema.Array(AgentConfig),
-    handler: ({ principal }) => Effect.map(AgentConfigs.use((a) => a.list(principal.userId)), (data) => ok(data)),
+    handler: ({ principal }) => okFrom(AgentConfigs.use((a) => a.list(principal.userId))),
   }),
   route({
     ...common,
@@ -25,7 +25,7 @@ export const agentRoutes = [
     summary: "The agent config of an address (defaults when none is stored: mode off, enabled true)",
     params: AddressIdParams,
     response: AgentConfig,
-    handler: ({ params, principal }) => Effect.map(AgentConfigs.use((a) => a.get(principal.userId, params.address_id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(AgentConfigs.use((a) => a.get(principal.userId, params.address_id))),
   }),
   route({
     ...common,
@@ -42,7 +42,7 @@ export const agentRoutes = [
     body: PutAgentConfigBody,
     response: AgentConfig,
     handler: ({ params, body, principal }) =>
-      Effect.map(AgentConfigs.use((a) => a.put(principal.userId, params.address_id, body)), (data) => ok(data)),
+      okFrom(AgentConfigs.use((a) => a.put(principal.userId, params.address_id, body))),
   }),
   route({
     ...common,
@@ -64,11 +64,7 @@ export const agentRoutes = [
     query: AddressPageQuery,
     response: Schema.Array(AgentDraft),
     handler: ({ query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* AgentConfigs.use((a) => a.drafts(principal.userId, query.address_id, { limit: perPage, offset }))
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => AgentConfigs.use((a) => a.drafts(principal.userId, query.address_id, page))),
   }),
   route({
     ...common,
@@ -78,10 +74,6 @@ export const agentRoutes = [
     query: AddressPageQuery,
     response: Schema.Array(AgentJob),
     handler: ({ query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* AgentConfigs.use((a) => a.jobs(principal.userId, query.address_id, { limit: perPage, offset }))
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => AgentConfigs.use((a) => a.jobs(principal.userId, query.address_id, page))),
   }),
 ]

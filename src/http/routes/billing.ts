@@ -17,9 +17,9 @@ import {
 import { Billing } from "../../../effects/billing/service.ts"
 import { PAYMENT_EVENTS_PATH, Topups } from "../../../effects/billing/topups.ts"
 import { ValidationError } from "../../../effects/errors.ts"
-import { IdParams, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
+import { IdParams, PageQuery } from "../../../effects/shared/schema.ts"
 import { issuesOf } from "../app.ts"
-import { ok, route } from "../route.ts"
+import { ok, paged, route } from "../route.ts"
 
 const tag = "Billing"
 
@@ -96,11 +96,7 @@ export const billingRoutes = [
     query: PageQuery,
     response: Schema.Array(TopupJson),
     handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* Topups.use((t) => t.list(principal.userId, { limit: perPage, offset }))
-        return ok(rows.map(topupJson), { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => Topups.use((t) => t.list(principal.userId, page)), topupJson),
   }),
   route({
     method: "get",
@@ -125,11 +121,7 @@ export const billingRoutes = [
     query: PageQuery,
     response: Schema.Array(TransactionJson),
     handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* Billing.use((b) => b.entries(principal.userId, { limit: perPage, offset }))
-        return ok(rows.map(transactionJson), { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => Billing.use((b) => b.entries(principal.userId, page)), transactionJson),
   }),
   route({
     method: "post",

@@ -3,7 +3,7 @@ import { Effect, Schema } from "effect"
 import { CreatedSendingDomain, CreateSenderAddress, CreateSendingDomain, SenderAddress, SendingDomain } from "../../../effects/sending-domains/schema.ts"
 import { SendingDomains } from "../../../effects/sending-domains/service.ts"
 import { IdParams } from "../../../effects/shared/schema.ts"
-import { ok, route } from "../route.ts"
+import { ok, okFrom, route } from "../route.ts"
 
 const common = { auth: "key", scope: "domains" } as const
 const domains = { ...common, tag: "Sending domains" } as const
@@ -20,7 +20,7 @@ export const domainRoutes = [
     body: CreateSendingDomain,
     response: CreatedSendingDomain,
     status: 201,
-    handler: ({ body, principal }) => Effect.map(SendingDomains.use((d) => d.create(principal.userId, body)), (data) => ok(data)),
+    handler: ({ body, principal }) => okFrom(SendingDomains.use((d) => d.create(principal.userId, body))),
   }),
   route({
     ...domains,
@@ -28,7 +28,7 @@ export const domainRoutes = [
     path: "/api/domains",
     summary: "List sending domains",
     response: Schema.Array(SendingDomain),
-    handler: ({ principal }) => Effect.map(SendingDomains.use((d) => d.list(principal.userId)), (data) => ok(data)),
+    handler: ({ principal }) => okFrom(SendingDomains.use((d) => d.list(principal.userId))),
   }),
   route({
     ...senders,
@@ -37,7 +37,7 @@ export const domainRoutes = [
     summary: "List sender addresses",
     description: "Every recorded sender of the account's domains, plus the default local part of each verified domain.",
     response: Schema.Array(SenderAddress),
-    handler: ({ principal }) => Effect.map(SendingDomains.use((d) => d.listSenders(principal.userId)), (data) => ok(data)),
+    handler: ({ principal }) => okFrom(SendingDomains.use((d) => d.listSenders(principal.userId))),
   }),
   route({
     ...senders,
@@ -86,6 +86,6 @@ export const domainRoutes = [
     response: SenderAddress,
     status: 201,
     handler: ({ params, body, principal }) =>
-      Effect.map(SendingDomains.use((d) => d.addSender(principal.userId, params.id, body.local_part)), (data) => ok(data)),
+      okFrom(SendingDomains.use((d) => d.addSender(principal.userId, params.id, body.local_part))),
   }),
 ]

@@ -3,7 +3,7 @@
  * call the EventEndpoints service, answer. Scope `webhooks`.
  */
 import { Effect, Schema } from "effect"
-import { IdParams, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
+import { IdParams, PageQuery } from "../../../effects/shared/schema.ts"
 import {
   CreateEventEndpointBody,
   EVENT_NAMES,
@@ -12,7 +12,7 @@ import {
   UpdateEventEndpointBody,
 } from "../../../effects/webhooks/endpoint-schema.ts"
 import { EventEndpoints } from "../../../effects/webhooks/endpoints.ts"
-import { ok, route } from "../route.ts"
+import { ok, okFrom, paged, route } from "../route.ts"
 
 const common = { auth: "key", scope: "webhooks", tag: "Event endpoints" } as const
 
@@ -31,7 +31,7 @@ export const eventEndpointRoutes = [
     body: CreateEventEndpointBody,
     response: EventEndpoint,
     status: 201,
-    handler: ({ body, principal }) => Effect.map(EventEndpoints.use((s) => s.create(principal.userId, body)), (data) => ok(data)),
+    handler: ({ body, principal }) => okFrom(EventEndpoints.use((s) => s.create(principal.userId, body))),
   }),
   route({
     ...common,
@@ -39,7 +39,7 @@ export const eventEndpointRoutes = [
     path: "/api/webhook/endpoints",
     summary: "List the account's event endpoints",
     response: Schema.Array(EventEndpoint),
-    handler: ({ principal }) => Effect.map(EventEndpoints.use((s) => s.list(principal.userId)), (data) => ok(data)),
+    handler: ({ principal }) => okFrom(EventEndpoints.use((s) => s.list(principal.userId))),
   }),
   route({
     ...common,
@@ -51,7 +51,7 @@ export const eventEndpointRoutes = [
     body: UpdateEventEndpointBody,
     response: EventEndpoint,
     handler: ({ params, body, principal }) =>
-      Effect.map(EventEndpoints.use((s) => s.update(principal.userId, params.id, body)), (data) => ok(data)),
+      okFrom(EventEndpoints.use((s) => s.update(principal.userId, params.id, body))),
   }),
   route({
     ...common,
@@ -72,11 +72,6 @@ export const eventEndpointRoutes = [
     query: PageQuery,
     response: Schema.Array(EventDelivery),
     handler: ({ params, query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const endpoints = yield* EventEndpoints
-        const { rows, total } = yield* endpoints.deliveries(principal.userId, params.id, { limit: perPage, offset })
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => EventEndpoints.use((e) => e.deliveries(principal.userId, params.id, page))),
   }),
 ]

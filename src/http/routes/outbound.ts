@@ -13,8 +13,8 @@ import {
   Suppression,
 } from "../../../effects/outbound/schema.ts"
 import { Outbound, type Sent } from "../../../effects/outbound/service.ts"
-import { IdParams, PageQuery, pagination, paging, Text } from "../../../effects/shared/schema.ts"
-import { ok, route } from "../route.ts"
+import { IdParams, PageQuery, Text } from "../../../effects/shared/schema.ts"
+import { ok, okFrom, paged, route } from "../route.ts"
 
 const tag = "Outbound email"
 
@@ -89,11 +89,7 @@ export const outboundRoutes = [
     query: PageQuery,
     response: Schema.Array(OutboundMessage),
     handler: ({ query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* Outbound.use((o) => o.list(principal.userId, { limit: perPage, offset }))
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => Outbound.use((o) => o.list(principal.userId, page))),
   }),
   route({
     method: "get",
@@ -104,7 +100,7 @@ export const outboundRoutes = [
     summary: "One message with the status of each recipient",
     params: IdParams,
     response: OutboundMessageDetail,
-    handler: ({ params, principal }) => Effect.map(Outbound.use((o) => o.get(principal.userId, params.id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(Outbound.use((o) => o.get(principal.userId, params.id))),
   }),
   route({
     method: "get",
@@ -133,11 +129,7 @@ export const outboundRoutes = [
     query: PageQuery,
     response: Schema.Array(Suppression),
     handler: ({ query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const { rows, total } = yield* Outbound.use((o) => o.suppressions(principal.userId, { limit: perPage, offset }))
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => Outbound.use((o) => o.suppressions(principal.userId, page))),
   }),
   route({
     method: "delete",

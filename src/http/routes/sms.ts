@@ -1,9 +1,9 @@
 /** SMS notifications (SPEC.md "SMS notifications"): decode, call the service, answer. Scope `sms`. */
-import { Effect, Schema } from "effect"
-import { IdFromString, IdParams, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
+import { Schema } from "effect"
+import { IdFromString, IdParams, PageQuery } from "../../../effects/shared/schema.ts"
 import { CreateSmsRuleBody, SmsDelivery, SmsRule } from "../../../effects/sms/schema.ts"
 import { SmsNotifications } from "../../../effects/sms/service.ts"
-import { ok, route } from "../route.ts"
+import { okFrom, paged, route } from "../route.ts"
 
 const common = { auth: "key", scope: "sms", tag: "SMS notifications" } as const
 
@@ -18,7 +18,7 @@ export const smsRoutes = [
     body: CreateSmsRuleBody,
     response: SmsRule,
     status: 201,
-    handler: ({ body, principal }) => Effect.map(SmsNotifications.use((s) => s.create(principal.userId, body)), (data) => ok(data)),
+    handler: ({ body, principal }) => okFrom(SmsNotifications.use((s) => s.create(principal.userId, body))),
   }),
   route({
     ...common,
@@ -28,7 +28,7 @@ export const smsRoutes = [
     query: Schema.Struct({ address_id: IdFromString }),
     response: Schema.Array(SmsRule),
     handler: ({ query, principal }) =>
-      Effect.map(SmsNotifications.use((s) => s.list(principal.userId, query.address_id)), (data) => ok(data)),
+      okFrom(SmsNotifications.use((s) => s.list(principal.userId, query.address_id))),
   }),
   route({
     ...common,
@@ -37,7 +37,7 @@ export const smsRoutes = [
     summary: "Revoke an SMS rule (queued sends of it are dropped)",
     params: IdParams,
     response: SmsRule,
-    handler: ({ params, principal }) => Effect.map(SmsNotifications.use((s) => s.revoke(principal.userId, params.id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(SmsNotifications.use((s) => s.revoke(principal.userId, params.id))),
   }),
   route({
     ...common,
@@ -48,11 +48,6 @@ export const smsRoutes = [
     query: PageQuery,
     response: Schema.Array(SmsDelivery),
     handler: ({ params, query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const sms = yield* SmsNotifications
-        const { rows, total } = yield* sms.deliveries(principal.userId, params.id, { limit: perPage, offset })
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => SmsNotifications.use((s) => s.deliveries(principal.userId, params.id, page))),
   }),
 ]

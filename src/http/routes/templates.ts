@@ -3,7 +3,7 @@ import { Effect, Schema } from "effect"
 import { IdParams } from "../../../effects/shared/schema.ts"
 import { CreateTemplateBody, ReplaceTemplateBody, Template } from "../../../effects/templates/schema.ts"
 import { Templates } from "../../../effects/templates/service.ts"
-import { ok, route } from "../route.ts"
+import { ok, okFrom, route } from "../route.ts"
 
 const common = { auth: "key", scope: "templates", tag: "Templates" } as const
 
@@ -17,7 +17,7 @@ export const templateRoutes = [
     body: CreateTemplateBody,
     response: Template,
     status: 201,
-    handler: ({ body, principal }) => Effect.map(Templates.use((t) => t.create(principal.userId, body)), (data) => ok(data)),
+    handler: ({ body, principal }) => okFrom(Templates.use((t) => t.create(principal.userId, body))),
   }),
   route({
     ...common,
@@ -25,7 +25,7 @@ export const templateRoutes = [
     path: "/api/outbound/templates",
     summary: "List templates",
     response: Schema.Array(Template),
-    handler: ({ principal }) => Effect.map(Templates.use((t) => t.list(principal.userId)), (data) => ok(data)),
+    handler: ({ principal }) => okFrom(Templates.use((t) => t.list(principal.userId))),
   }),
   route({
     ...common,
@@ -34,7 +34,7 @@ export const templateRoutes = [
     summary: "One template",
     params: IdParams,
     response: Template,
-    handler: ({ params, principal }) => Effect.map(Templates.use((t) => t.get(principal.userId, params.id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(Templates.use((t) => t.get(principal.userId, params.id))),
   }),
   route({
     ...common,
@@ -44,7 +44,7 @@ export const templateRoutes = [
     params: IdParams,
     body: ReplaceTemplateBody,
     response: Template,
-    handler: ({ params, body, principal }) => Effect.map(Templates.use((t) => t.replace(principal.userId, params.id, body)), (data) => ok(data)),
+    handler: ({ params, body, principal }) => okFrom(Templates.use((t) => t.replace(principal.userId, params.id, body))),
   }),
   route({
     ...common,

@@ -1,9 +1,9 @@
 /** Webhooks (SPEC.md "Webhooks"): decode, call the Webhooks service, answer. Scope `webhooks`. */
 import { Effect, Schema } from "effect"
-import { IdFromString, IdParams, PageQuery, pagination, paging } from "../../../effects/shared/schema.ts"
+import { IdFromString, IdParams, PageQuery } from "../../../effects/shared/schema.ts"
 import { CreateWebhookBody, UpdateWebhookBody, Webhook, WebhookDelivery, WebhookTestResult } from "../../../effects/webhooks/schema.ts"
 import { Webhooks } from "../../../effects/webhooks/service.ts"
-import { ok, route } from "../route.ts"
+import { ok, okFrom, paged, route } from "../route.ts"
 
 const common = { auth: "key", scope: "webhooks", tag: "Webhooks" } as const
 
@@ -18,7 +18,7 @@ export const webhookRoutes = [
     body: CreateWebhookBody,
     response: Webhook,
     status: 201,
-    handler: ({ body, principal }) => Effect.map(Webhooks.use((w) => w.create(principal.userId, body)), (data) => ok(data)),
+    handler: ({ body, principal }) => okFrom(Webhooks.use((w) => w.create(principal.userId, body))),
   }),
   route({
     ...common,
@@ -27,7 +27,7 @@ export const webhookRoutes = [
     summary: "List the webhooks of an address",
     query: Schema.Struct({ address_id: IdFromString }),
     response: Schema.Array(Webhook),
-    handler: ({ query, principal }) => Effect.map(Webhooks.use((w) => w.list(principal.userId, query.address_id)), (data) => ok(data)),
+    handler: ({ query, principal }) => okFrom(Webhooks.use((w) => w.list(principal.userId, query.address_id))),
   }),
   route({
     ...common,
@@ -38,7 +38,7 @@ export const webhookRoutes = [
     body: UpdateWebhookBody,
     response: Webhook,
     handler: ({ params, body, principal }) =>
-      Effect.map(Webhooks.use((w) => w.update(principal.userId, params.id, body)), (data) => ok(data)),
+      okFrom(Webhooks.use((w) => w.update(principal.userId, params.id, body))),
   }),
   route({
     ...common,
@@ -59,12 +59,7 @@ export const webhookRoutes = [
     query: PageQuery,
     response: Schema.Array(WebhookDelivery),
     handler: ({ params, query, principal }) =>
-      Effect.gen(function*() {
-        const { page, perPage, offset } = paging(query)
-        const webhooks = yield* Webhooks
-        const { rows, total } = yield* webhooks.deliveries(principal.userId, params.id, { limit: perPage, offset })
-        return ok(rows, { pagination: pagination(page, perPage, total) })
-      }),
+      paged(query, (page) => Webhooks.use((w) => w.deliveries(principal.userId, params.id, page))),
   }),
   route({
     ...common,
@@ -74,7 +69,7 @@ export const webhookRoutes = [
     description: "`{id}` is an inbound message id. Answers the queued deliveries; SMS notifications are not sent again.",
     params: IdParams,
     response: Schema.Array(WebhookDelivery),
-    handler: ({ params, principal }) => Effect.map(Webhooks.use((w) => w.trigger(principal.userId, params.id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(Webhooks.use((w) => w.trigger(principal.userId, params.id))),
   }),
   route({
     ...common,
@@ -83,6 +78,6 @@ export const webhookRoutes = [
     summary: "Send a signed `webhook.test` event now and report the receiver's answer",
     params: IdParams,
     response: WebhookTestResult,
-    handler: ({ params, principal }) => Effect.map(Webhooks.use((w) => w.test(principal.userId, params.id)), (data) => ok(data)),
+    handler: ({ params, principal }) => okFrom(Webhooks.use((w) => w.test(principal.userId, params.id))),
   }),
 ]
