@@ -14,7 +14,6 @@
  */
 import { Context, Deferred, Effect, Exit, Layer, Queue, Schedule } from "effect"
 import type { UnknownRecipient } from "../addresses/errors.ts"
-import { Billing } from "../billing/service.ts"
 import type { InsufficientBalance } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { MessageEvents, type StoredMessage } from "./events.ts"
@@ -47,12 +46,11 @@ export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShap
     IngestWriter,
     Effect.gen(function*() {
       const db = yield* Database
-      const billing = yield* Billing
       const events = yield* MessageEvents
       const mailbox = yield* Queue.bounded<Job>(MAILBOX_CAPACITY)
 
       const commit = (jobs: ReadonlyArray<Job>) =>
-        db.transaction(commitBatch(db, billing, events, jobs.map((j) => j.prepared))).pipe(
+        db.transaction(commitBatch(db, events, jobs.map((j) => j.prepared))).pipe(
           Effect.retry({ while: transient, schedule: Schedule.exponential("5 millis"), times: 3 }),
           Effect.exit,
         )
