@@ -191,3 +191,21 @@ BEGIN
                  FROM generate_series(1, cardinality(copy_i)) AS o));
 END
 $$;
+
+-- The RCPT-time lookup (effects/ingest/recipients.ts) for every recipient asked about in one tick:
+-- the address a recipient reaches, its domain's status and the owner's balance. A function so
+-- its plan is kept: on PGlite, planning this join in WASM cost about twice running it, once per
+-- RCPT of every message. `asked`: [{ord, local_part, domain}].
+CREATE FUNCTION ingest_lookup(platform_domain text, asked json)
+  RETURNS TABLE (ord int4, id int8, user_id int8, retention_days int4, status text, balance int8)
+  LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN QUERY
+  SELECT r.ord, a.id, a.user_id, a.retention_days, d.status, COALESCE(w.balance_tzs, 0)::int8
+    FROM json_to_recordset(asked) AS r (ord int4, local_part text, domain text)
+    JOIN inbound_addresses a ON a.local_part = r.local_part
+    LEFT JOIN receiving_domains d ON d.id = a.domain_id
+    LEFT JOIN wallets w ON w.user_id = a.user_id
+   WHERE (a.domain_id IS NULL AND r.domain = platform_domain) OR (d.domain = r.domain AND d.status <> 'pending');
+END
+$$;
