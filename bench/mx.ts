@@ -30,7 +30,7 @@ import { openPostgres } from "../src/db/postgres.ts"
 import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
-import { freePort, pacedSender, peakRssMiB, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
+import { cpuSeconds, freePort, pacedSender, peakRssMiB, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
 
 type Engine = "pglite" | "postgres"
 const QUICK = process.env.BENCH_QUICK === "1"
@@ -166,6 +166,8 @@ interface Row {
   readonly ratio?: number
   readonly p99?: number
   readonly rssMiB?: number
+  /** CPU of the process under test (user + system) per message taken. */
+  readonly cpuMsPerMessage?: number
   readonly dnsQuestions?: number
   readonly note?: string
 }
@@ -180,18 +182,27 @@ for (const load of LOADS) {
   for (const kind of PEERS ? (["sink", "discard"] as const) : []) {
     const peer = await startPeer(kind)
     const messages = load.messages * (kind === "sink" ? 4 : 2)
+    const cpu0 = cpuSeconds(peer.pid)
     const seconds = await smtpSource({ port: peer.port, recipients: ["bench@peer.localhost"], ...load, messages })
     peers[kind] = messages / seconds
-    show({ load: load.label, target: kind === "sink" ? "smtp-sink" : "smtp-server + mailparser (discard)", msgsPerSecond: Math.round(peers[kind]!), rssMiB: peakRssMiB(peer.pid) })
+    show({
+      load: load.label,
+      target: kind === "sink" ? "smtp-sink" : "smtp-server + mailparser (discard)",
+      msgsPerSecond: Math.round(peers[kind]!),
+      cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / messages).toFixed(2)),
+      rssMiB: peakRssMiB(peer.pid),
+    })
     await peer.stop()
   }
   for (const engine of ENGINES) {
     for (const accounts of ACCOUNTS) {
       const service = await startService(engine, accounts)
       const asked = dns.queries()
+      const cpu0 = cpuSeconds(service.pid)
       const p = probe(service.smtpPort, service.addresses[0]!, load.size)
       const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
       const probed = await p.stop()
+      const cpu = cpuSeconds(service.pid) - cpu0
       const rss = peakRssMiB(service.pid)
       const { stored, ledger } = await service.stop()
       const expected = load.messages + probed
@@ -202,6 +213,7 @@ for (const load of LOADS) {
         msgsPerSecond: Math.round(rate),
         ...(peers.discard ? { ratio: Number((rate / peers.discard).toFixed(2)) } : {}),
         p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+        cpuMsPerMessage: Number((cpu * 1000 / (load.messages + probed)).toFixed(2)),
         rssMiB: rss,
         dnsQuestions: dns.queries() - asked,
         ...(stored !== expected || ledger !== expected ? { note: `stored ${stored}, ledger ${ledger}, expected ${expected}` } : {}),
@@ -231,9 +243,9 @@ if (!process.env.BENCH_CASES || process.env.BENCH_CASES.split(",").includes("web
 
 await dns.close()
 console.log(`\nload average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (${os.cpus().length} CPUs)`)
-console.log("\n| load | target | msgs/s | ratio to discarding peer | p99 end-of-DATA → 250 (ms) | peak RSS (MiB) |")
-console.log("|---|---|---|---|---|---|")
+console.log("\n| load | target | msgs/s | ratio to discarding peer | CPU ms/msg | p99 end-of-DATA → 250 (ms) | peak RSS (MiB) |")
+console.log("|---|---|---|---|---|---|---|")
 for (const r of rows) {
-  console.log(`| ${r.load} | ${r.target} | ${r.msgsPerSecond} | ${r.ratio ?? ""} | ${r.p99 ?? ""} | ${r.rssMiB ?? ""} |${r.note ? ` ${r.note}` : ""}`)
+  console.log(`| ${r.load} | ${r.target} | ${r.msgsPerSecond} | ${r.ratio ?? ""} | ${r.cpuMsPerMessage ?? ""} | ${r.p99 ?? ""} | ${r.rssMiB ?? ""} |${r.note ? ` ${r.note}` : ""}`)
 }
 for (const l of latency) console.log(`\n${l}`)

@@ -76,7 +76,7 @@ const batchJson = (batch: ReadonlyArray<Prepared>): string =>
  */
 export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
-    const [row] = yield* db.query<{ answer: Answer | string }>("SELECT ingest_commit($1::json) AS answer", [batchJson(batch)])
+    const [row] = yield* db.query<{ answer: Answer | string }>("SELECT ingest_commit($1::jsonb) AS answer", [batchJson(batch)])
     const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer
     const mine: Array<Array<StoredMessage>> = batch.map(() => [])
     const outcomes: Array<Outcome> = mine.map((messages) => ({ _tag: "Stored", messages }))
