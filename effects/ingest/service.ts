@@ -30,6 +30,7 @@ import { Recipients } from "./recipients.ts"
 import { attachmentRows, messageColumns } from "./rows.ts"
 import { jsonSafe, pgSafe } from "./text.ts"
 import { receivedHeader } from "./trace.ts"
+import type { Prepared } from "./store.ts"
 import { IngestWriter } from "./writer.ts"
 
 export interface Delivery {
@@ -115,24 +116,29 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
         const routes = d.routes ?? (yield* routesOf(d.recipients))
         if (routes.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
-        const at = new Date(Number(yield* Clock.currentTimeMillis))
-        const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
-          .pipe(Effect.provideContext(context))
-        const id = yield* randomHex(8)
-        const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
-        const parsed = yield* parseMessage(message, trace)
-        const body = yield* Effect.promise(() => message.read())
-        const stored = yield* writer.submit({
-          routes: routes.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
-          columns: messageColumns(parsed, d.mailFrom),
-          authResults: jsonSafe(auth.results),
-          attachments: attachmentRows(parsed),
-          trace: trace.toString("base64"),
-          body: body.toString("base64"),
-          size: trace.length + message.size,
-          at,
-          summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
-        })
+        // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
+        const prepared = yield* writer.preparing(Effect.gen(function*() {
+          const at = new Date(Number(yield* Clock.currentTimeMillis))
+          const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
+            .pipe(Effect.provideContext(context))
+          const id = yield* randomHex(8)
+          const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
+          const parsed = yield* parseMessage(message, trace)
+          const body = yield* Effect.promise(() => message.read())
+          return {
+            routes: routes.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
+            columns: messageColumns(parsed, d.mailFrom),
+            authResults: jsonSafe(auth.results),
+            attachments: attachmentRows(parsed),
+            trace: trace.toString("base64"),
+            body: body.toString("base64"),
+            size: trace.length + message.size,
+            at,
+            tls: d.client.tls ?? null,
+            summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
+          } satisfies Prepared
+        }))
+        const stored = yield* writer.submit(prepared)
         return stored.map((m) => m.id)
       })
 

@@ -6,13 +6,19 @@
  * waiting session, so a 250 always means committed. While one commit runs the next batch
  * gathers, so the batch grows with the load and an idle server answers at once (group commit).
  *
+ * A commit costs the same few milliseconds for one message as for twenty (PGlite runs it on the
+ * event loop; PostgreSQL adds round trips), so a batch also waits, at most GATHER_MS, for the
+ * messages that sessions are preparing (authenticating, parsing) right now. Measured under 20
+ * busy sessions on PGlite, batches were ~5 messages without it: most of each message's database
+ * CPU was the per-commit part. A lone message (nothing else on its way) is committed at once.
+ *
  * One bad message never fails its batch-mates: a batch whose transaction fails is retried
  * message by message, and only the message that fails alone is answered with the error. A
  * deadlock or serialization failure (PostgreSQL with several instances) retries the batch.
  * When the runtime shuts down, every message not yet committed is answered with an interruption
  * (a temporary 451 from the SMTP side); nothing half-stored remains.
  */
-import { Context, Deferred, Effect, Exit, Layer, Queue, Schedule } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Option, Queue, Schedule } from "effect"
 import type { UnknownRecipient } from "../addresses/errors.ts"
 import type { InsufficientBalance } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
@@ -25,6 +31,8 @@ export const BATCH_MAX = 64
 export const BATCH_BYTES = 16 * 1024 * 1024
 /** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
 export const MAILBOX_CAPACITY = 1_024
+/** How long a batch waits at most for messages still being prepared. */
+export const GATHER_MS = 20
 
 export type WriteError = UnknownRecipient | InsufficientBalance | DbError
 
@@ -36,6 +44,8 @@ interface Job {
 export interface IngestWriterShape {
   /** Stores and charges the message in the next batch; succeeds once that batch committed. */
   readonly submit: (prepared: Prepared) => Effect.Effect<ReadonlyArray<StoredMessage>, WriteError>
+  /** Runs the preparation of a message that will be submitted, counted as on its way meanwhile. */
+  readonly preparing: <A, E, R>(prepare: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /** SQLSTATEs worth another try of the same batch. */
@@ -93,9 +103,36 @@ export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShap
       // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
       const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
 
+      /** Messages being prepared for `submit` now. */
+      let onTheWay = 0
+      const preparing = <A, E, R>(prepare: Effect.Effect<A, E, R>) =>
+        Effect.suspend(() => {
+          onTheWay++
+          return prepare.pipe(Effect.ensuring(Effect.sync(() => void onTheWay--)))
+        })
+
+      /**
+       * Adds to `jobs` what arrives while messages are on their way, until GATHER_MS passed. The
+       * bound is a latency cap on the process's own monotonic time, not a business time (a test
+       * clock that stands still must not make the writer wait longer).
+       */
+      const gather = (jobs: Array<Job>) =>
+        Effect.gen(function*() {
+          const until = performance.now() + GATHER_MS
+          while (onTheWay > 0 && jobs.length < BATCH_MAX) {
+            const left = until - performance.now()
+            if (left <= 0) break
+            const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
+              Effect.timeoutOption(Math.min(left, 2)),
+            )
+            if (Option.isSome(more)) jobs.push(...more.value)
+          }
+          return jobs
+        })
+
       yield* Effect.forkScoped(Effect.forever(
         Effect.gen(function*() {
-          const jobs = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX)
+          const jobs = yield* gather([...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX))])
           yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
         }),
       ))
@@ -113,7 +150,7 @@ export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShap
         return yield* Deferred.await(done)
       })
 
-      return IngestWriter.of({ submit })
+      return IngestWriter.of({ submit, preparing })
     }),
   )
 }

@@ -6,7 +6,7 @@
  * webhook worker woken at commit only when a delivery was queued; money promised at RCPT held
  * until the transaction ends.
  */
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MessageEvents } from "../../effects/ingest/events.ts"
 import { parseMessage } from "../../effects/ingest/parse.ts"
@@ -250,6 +250,31 @@ describe("the writer", () => {
     expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
     // The five went together once, then one by one.
     expect(statements.filter((s) => s.startsWith("SELECT ingest_commit"))).toHaveLength(6)
+  })
+})
+
+describe("the writer's batches", () => {
+  it("wait for messages still being prepared, so they commit together", async () => {
+    const a = await account(1000)
+    statements.length = 0
+    const results = await app.run(Effect.gen(function*() {
+      const writer = yield* IngestWriter
+      const gates = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
+      const sessions = yield* Effect.forEach([0, 1, 2, 3, 4], (i) =>
+        Effect.forkChild(
+          writer.preparing(Effect.andThen(Deferred.await(gates[i]!), prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)])))
+            .pipe(Effect.flatMap((p) => writer.submit(p))),
+        ))
+      // The first is ready while four are still being prepared: the writer holds its batch open...
+      yield* Deferred.succeed(gates[0]!, undefined)
+      yield* Effect.sleep("5 millis")
+      // ...and the rest join it instead of waiting for a second commit.
+      yield* Effect.forEach(gates.slice(1), (g) => Deferred.succeed(g, undefined), { discard: true })
+      return yield* Effect.forEach(sessions, Fiber.join)
+    }))
+    expect(results.flat()).toHaveLength(5)
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_commit"))).toHaveLength(1)
+    expect(await countMessages(app, a.userId)).toBe(5)
   })
 })
 
