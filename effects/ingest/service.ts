@@ -78,6 +78,11 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const reservations = yield* Reservations
       const writer = yield* IngestWriter
       const context = yield* Effect.context<Dns>()
+      // Transaction ids for the Received line and logs: a random prefix per process and a
+      // counter (a random draw per message cost more CPU than the id is worth).
+      const idPrefix = yield* randomHex(4)
+      let idSeq = 0
+      const transactionId = () => idPrefix + ((idSeq++) >>> 0).toString(16).padStart(8, "0")
 
       const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
@@ -121,7 +126,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           const at = new Date(Number(yield* Clock.currentTimeMillis))
           const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
             .pipe(Effect.provideContext(context))
-          const id = yield* randomHex(8)
+          const id = transactionId()
           const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
           const parsed = yield* parseMessage(message, trace)
           const body = yield* Effect.promise(() => message.read())
