@@ -15,6 +15,7 @@
  *   BENCH_DATABASE_URL=postgres://…           # the server for the PostgreSQL cases (default: the CI one)
  *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
  *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
+ *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
  */
 import { ConfigProvider, Effect } from "effect"
 import * as fs from "node:fs"
@@ -116,7 +117,8 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
   await seeding.dispose()
 
   const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-  const proc = run(process.execPath, [...profile, path.join(root, "src/main.ts")], env)
+  const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []
+  const proc = run(process.execPath, [...flags, ...profile, path.join(root, "src/main.ts")], env)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)
