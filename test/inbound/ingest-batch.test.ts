@@ -260,14 +260,14 @@ describe("the writer's batches", () => {
     const results = await app.run(Effect.gen(function*() {
       const writer = yield* IngestWriter
       const gates = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
+      const ready = yield* Effect.forEach([0, 1, 2, 3, 4], (i) => prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)]))
       const sessions = yield* Effect.forEach([0, 1, 2, 3, 4], (i) =>
         Effect.forkChild(
-          writer.preparing(Effect.andThen(Deferred.await(gates[i]!), prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)])))
-            .pipe(Effect.flatMap((p) => writer.submit(p))),
+          writer.preparing(Effect.as(Deferred.await(gates[i]!), ready[i]!)).pipe(Effect.flatMap((p) => writer.submit(p))),
         ))
       // The first is ready while four are still being prepared: the writer holds its batch open...
       yield* Deferred.succeed(gates[0]!, undefined)
-      yield* Effect.sleep("5 millis")
+      yield* Effect.sleep("2 millis")
       // ...and the rest join it instead of waiting for a second commit.
       yield* Effect.forEach(gates.slice(1), (g) => Deferred.succeed(g, undefined), { discard: true })
       return yield* Effect.forEach(sessions, Fiber.join)
