@@ -51,106 +51,111 @@ export interface IngestWriterShape {
 /** SQLSTATEs worth another try of the same batch. */
 const transient = (e: DbError) => e.code === "40P01" || e.code === "40001"
 
-export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShape>()("app/IngestWriter") {
-  static readonly layer = Layer.effect(
-    IngestWriter,
-    Effect.gen(function*() {
-      const db = yield* Database
-      const events = yield* MessageEvents
-      const mailbox = yield* Queue.bounded<Job>(MAILBOX_CAPACITY)
+/**
+ * Builds a writer in the caller's scope: its fiber lives until the scope closes. `gatherMs`: how
+ * long a batch waits for messages being prepared (tests hold it open longer than a loaded machine
+ * can stall).
+ */
+export const makeIngestWriter = (options: { readonly gatherMs: number } = { gatherMs: GATHER_MS }) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    const events = yield* MessageEvents
+    const mailbox = yield* Queue.bounded<Job>(MAILBOX_CAPACITY)
 
-      const commit = (jobs: ReadonlyArray<Job>) =>
-        db.transaction(commitBatch(db, events, jobs.map((j) => j.prepared))).pipe(
-          Effect.retry({ while: transient, schedule: Schedule.exponential("5 millis"), times: 3 }),
-          Effect.exit,
-        )
-
-      const answer = (job: Job, outcome: Outcome) =>
-        outcome._tag === "Stored" ? Deferred.succeed(job.done, outcome.messages) : Deferred.fail(job.done, outcome.error)
-
-      /** Commits `jobs` together, or one by one when together fails. */
-      const write = (jobs: ReadonlyArray<Job>): Effect.Effect<void> =>
-        Effect.gen(function*() {
-          const exit = yield* commit(jobs)
-          if (Exit.isSuccess(exit)) {
-            yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
-            // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
-            return yield* exit.value.afterCommit
-          }
-          if (jobs.length > 1) {
-            yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)
-            return yield* Effect.forEach(jobs, (job) => write([job]), { discard: true })
-          }
-          yield* Effect.logError("ingest: a message could not be stored", exit.cause)
-          yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
-        })
-
-      /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
-      const bySize = (jobs: ReadonlyArray<Job>) => {
-        const groups: Array<Array<Job>> = []
-        let bytes = Infinity
-        for (const job of jobs) {
-          if (bytes + job.prepared.size > BATCH_BYTES) {
-            groups.push([])
-            bytes = 0
-          }
-          groups[groups.length - 1]!.push(job)
-          bytes += job.prepared.size
-        }
-        return groups
-      }
-
-      // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
-      const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
-
-      /** Messages being prepared for `submit` now. */
-      let onTheWay = 0
-      const preparing = <A, E, R>(prepare: Effect.Effect<A, E, R>) =>
-        Effect.suspend(() => {
-          onTheWay++
-          return prepare.pipe(Effect.ensuring(Effect.sync(() => void onTheWay--)))
-        })
-
-      /**
-       * Adds to `jobs` what arrives while messages are on their way, until GATHER_MS passed. The
-       * bound is a latency cap on the process's own monotonic time, not a business time (a test
-       * clock that stands still must not make the writer wait longer).
-       */
-      const gather = (jobs: Array<Job>) =>
-        Effect.gen(function*() {
-          const until = performance.now() + GATHER_MS
-          while (onTheWay > 0 && jobs.length < BATCH_MAX) {
-            const left = until - performance.now()
-            if (left <= 0) break
-            const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
-              Effect.timeoutOption(Math.min(left, 2)),
-            )
-            if (Option.isSome(more)) jobs.push(...more.value)
-          }
-          return jobs
-        })
-
-      yield* Effect.forkScoped(Effect.forever(
-        Effect.gen(function*() {
-          const jobs = yield* gather([...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX))])
-          yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
-        }),
-      ))
-      yield* Effect.addFinalizer(() =>
-        Effect.gen(function*() {
-          const left = yield* Queue.clear(mailbox).pipe(Effect.orElseSucceed(() => [] as Array<Job>))
-          yield* Queue.shutdown(mailbox)
-          yield* settle(left)
-        })
+    const commit = (jobs: ReadonlyArray<Job>) =>
+      db.transaction(commitBatch(db, events, jobs.map((j) => j.prepared))).pipe(
+        Effect.retry({ while: transient, schedule: Schedule.exponential("5 millis"), times: 3 }),
+        Effect.exit,
       )
 
-      const submit = Effect.fn("IngestWriter.submit")(function*(prepared: Prepared) {
-        const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
-        yield* Queue.offer(mailbox, { prepared, done })
-        return yield* Deferred.await(done)
+    const answer = (job: Job, outcome: Outcome) =>
+      outcome._tag === "Stored" ? Deferred.succeed(job.done, outcome.messages) : Deferred.fail(job.done, outcome.error)
+
+    /** Commits `jobs` together, or one by one when together fails. */
+    const write = (jobs: ReadonlyArray<Job>): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const exit = yield* commit(jobs)
+        if (Exit.isSuccess(exit)) {
+          yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
+          // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
+          return yield* exit.value.afterCommit
+        }
+        if (jobs.length > 1) {
+          yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)
+          return yield* Effect.forEach(jobs, (job) => write([job]), { discard: true })
+        }
+        yield* Effect.logError("ingest: a message could not be stored", exit.cause)
+        yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
       })
 
-      return IngestWriter.of({ submit, preparing })
-    }),
-  )
+    /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
+    const bySize = (jobs: ReadonlyArray<Job>) => {
+      const groups: Array<Array<Job>> = []
+      let bytes = Infinity
+      for (const job of jobs) {
+        if (bytes + job.prepared.size > BATCH_BYTES) {
+          groups.push([])
+          bytes = 0
+        }
+        groups[groups.length - 1]!.push(job)
+        bytes += job.prepared.size
+      }
+      return groups
+    }
+
+    // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
+    const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
+
+    /** Messages being prepared for `submit` now. */
+    let onTheWay = 0
+    const preparing = <A, E, R>(prepare: Effect.Effect<A, E, R>) =>
+      Effect.suspend(() => {
+        onTheWay++
+        return prepare.pipe(Effect.ensuring(Effect.sync(() => void onTheWay--)))
+      })
+
+    /**
+     * Adds to `jobs` what arrives while messages are on their way, for at most `gatherMs`. The
+     * bound is a latency cap on the process's own monotonic time, not a business time (a test
+     * clock that stands still must not make the writer wait longer).
+     */
+    const gather = (jobs: Array<Job>) =>
+      Effect.gen(function*() {
+        const until = performance.now() + options.gatherMs
+        while (onTheWay > 0 && jobs.length < BATCH_MAX) {
+          const left = until - performance.now()
+          if (left <= 0) break
+          const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
+            Effect.timeoutOption(Math.min(left, 2)),
+          )
+          if (Option.isSome(more)) jobs.push(...more.value)
+        }
+        return jobs
+      })
+
+    yield* Effect.forkScoped(Effect.forever(
+      Effect.gen(function*() {
+        const jobs = yield* gather([...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX))])
+        yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
+      }),
+    ))
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        const left = yield* Queue.clear(mailbox).pipe(Effect.orElseSucceed(() => [] as Array<Job>))
+        yield* Queue.shutdown(mailbox)
+        yield* settle(left)
+      })
+    )
+
+    const submit = Effect.fn("IngestWriter.submit")(function*(prepared: Prepared) {
+      const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
+      yield* Queue.offer(mailbox, { prepared, done })
+      return yield* Deferred.await(done)
+    })
+
+    return IngestWriter.of({ submit, preparing })
+  })
+
+export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShape>()("app/IngestWriter") {
+  static readonly layer = Layer.effect(IngestWriter, makeIngestWriter())
 }

@@ -12,7 +12,7 @@ import { MessageEvents } from "../../effects/ingest/events.ts"
 import { parseMessage } from "../../effects/ingest/parse.ts"
 import { attachmentRows, messageColumns } from "../../effects/ingest/rows.ts"
 import { commitBatch, type Prepared } from "../../effects/ingest/store.ts"
-import { IngestWriter } from "../../effects/ingest/writer.ts"
+import { IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 import { WEBHOOK_QUEUE } from "../../effects/webhooks/delivery.ts"
@@ -257,8 +257,9 @@ describe("the writer's batches", () => {
   it("wait for messages still being prepared, so they commit together", async () => {
     const a = await account(1000)
     statements.length = 0
-    const results = await app.run(Effect.gen(function*() {
-      const writer = yield* IngestWriter
+    // A writer of its own whose batches wait up to 2 s: far longer than this test can stall.
+    const results = await app.run(Effect.scoped(Effect.gen(function*() {
+      const writer = yield* makeIngestWriter({ gatherMs: 2_000 })
       const gates = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
       const ready = yield* Effect.forEach([0, 1, 2, 3, 4], (i) => prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)]))
       const sessions = yield* Effect.forEach([0, 1, 2, 3, 4], (i) =>
@@ -271,7 +272,7 @@ describe("the writer's batches", () => {
       // ...and the rest join it instead of waiting for a second commit.
       yield* Effect.forEach(gates.slice(1), (g) => Deferred.succeed(g, undefined), { discard: true })
       return yield* Effect.forEach(sessions, Fiber.join)
-    }))
+    })))
     expect(results.flat()).toHaveLength(5)
     expect(statements.filter((s) => s.startsWith("SELECT ingest_commit"))).toHaveLength(1)
     expect(await countMessages(app, a.userId)).toBe(5)
