@@ -122,7 +122,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const routes = d.routes ?? (yield* routesOf(d.recipients))
         if (routes.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
-        const prepared = yield* writer.preparing(Effect.gen(function*() {
+        const stored = yield* writer.store(Effect.gen(function*() {
           const at = new Date(Number(yield* Clock.currentTimeMillis))
           const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
             .pipe(Effect.provideContext(context))
@@ -143,7 +143,6 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
             summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
           } satisfies Prepared
         }))
-        const stored = yield* writer.submit(prepared)
         return stored.map((m) => m.id)
       })
 

@@ -44,8 +44,11 @@ interface Job {
 export interface IngestWriterShape {
   /** Stores and charges the message in the next batch; succeeds once that batch committed. */
   readonly submit: (prepared: Prepared) => Effect.Effect<ReadonlyArray<StoredMessage>, WriteError>
-  /** Runs the preparation of a message that will be submitted, counted as on its way meanwhile. */
-  readonly preparing: <A, E, R>(prepare: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * Prepares a message and submits it: from the start of `prepare` until the message is in the
+   * mailbox it counts as on its way, and a batch starting meanwhile waits for it.
+   */
+  readonly store: <E, R>(prepare: Effect.Effect<Prepared, E, R>) => Effect.Effect<ReadonlyArray<StoredMessage>, E | WriteError, R>
 }
 
 /** SQLSTATEs worth another try of the same batch. */
@@ -106,14 +109,8 @@ export const makeIngestWriter = (options: { readonly gatherMs: number } = { gath
     // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
     const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
 
-    /** Messages being prepared for `submit` now. */
+    /** Messages being prepared for the mailbox now (counted until they are in it). */
     let onTheWay = 0
-    const preparing = <A, E, R>(prepare: Effect.Effect<A, E, R>) =>
-      Effect.suspend(() => {
-        onTheWay++
-        return prepare.pipe(Effect.ensuring(Effect.sync(() => void onTheWay--)))
-      })
-
     /**
      * Adds to `jobs` what arrives while messages are on their way, for at most `gatherMs`. The
      * bound is a latency cap on the process's own monotonic time, not a business time (a test
@@ -122,9 +119,14 @@ export const makeIngestWriter = (options: { readonly gatherMs: number } = { gath
     const gather = (jobs: Array<Job>) =>
       Effect.gen(function*() {
         const until = performance.now() + options.gatherMs
-        while (onTheWay > 0 && jobs.length < BATCH_MAX) {
+        while (jobs.length < BATCH_MAX) {
+          // What is already in the mailbox joins at once (it may have arrived just as a wait ended).
+          if ((yield* Queue.size(mailbox)) > 0) {
+            jobs.push(...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length)))
+            continue
+          }
           const left = until - performance.now()
-          if (left <= 0) break
+          if (onTheWay === 0 || left <= 0) break
           const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
             Effect.timeoutOption(Math.min(left, 2)),
           )
@@ -147,13 +149,29 @@ export const makeIngestWriter = (options: { readonly gatherMs: number } = { gath
       })
     )
 
+    const enqueue = (prepared: Prepared) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
+        yield* Queue.offer(mailbox, { prepared, done })
+        return done
+      })
+
     const submit = Effect.fn("IngestWriter.submit")(function*(prepared: Prepared) {
-      const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
-      yield* Queue.offer(mailbox, { prepared, done })
-      return yield* Deferred.await(done)
+      return yield* Deferred.await(yield* enqueue(prepared))
     })
 
-    return IngestWriter.of({ submit, preparing })
+    const store = <E, R>(prepare: Effect.Effect<Prepared, E, R>) =>
+      Effect.gen(function*() {
+        // Uncounted only once it is in the mailbox: never "nothing on its way" while it is not there yet.
+        const done = yield* Effect.acquireUseRelease(
+          Effect.sync(() => void onTheWay++),
+          () => Effect.flatMap(prepare, enqueue),
+          () => Effect.sync(() => void onTheWay--),
+        )
+        return yield* Deferred.await(done)
+      }).pipe(Effect.withSpan("IngestWriter.store"))
+
+    return IngestWriter.of({ submit, store })
   })
 
 export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShape>()("app/IngestWriter") {

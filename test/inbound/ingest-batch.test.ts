@@ -261,12 +261,15 @@ describe("the writer's batches", () => {
     const results = await app.run(Effect.scoped(Effect.gen(function*() {
       const writer = yield* makeIngestWriter({ gatherMs: 2_000 })
       const gates = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
+      const started = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
       const ready = yield* Effect.forEach([0, 1, 2, 3, 4], (i) => prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)]))
       const sessions = yield* Effect.forEach([0, 1, 2, 3, 4], (i) =>
         Effect.forkChild(
-          writer.preparing(Effect.as(Deferred.await(gates[i]!), ready[i]!)).pipe(Effect.flatMap((p) => writer.submit(p))),
+          writer.store(Deferred.succeed(started[i]!, undefined).pipe(Effect.andThen(Deferred.await(gates[i]!)), Effect.as(ready[i]!))),
         ))
-      // The first is ready while four are still being prepared: the writer holds its batch open...
+      // All five are being prepared; the first is ready while four still are: the writer holds
+      // its batch open...
+      yield* Effect.forEach(started, Deferred.await, { discard: true })
       yield* Deferred.succeed(gates[0]!, undefined)
       yield* Effect.sleep("2 millis")
       // ...and the rest join it instead of waiting for a second commit.
