@@ -47,6 +47,17 @@ export const peakRssMiB = (pid: number): number => {
   return Math.round(Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024)
 }
 
+/**
+ * CPU seconds (user + system) a process has used so far, from /proc (clock ticks of 1/100 s).
+ * On a shared machine the time a run takes depends on what else runs; the CPU it costs per
+ * message much less.
+ */
+export const cpuSeconds = (pid: number): number => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
 export const quantile = (values: ReadonlyArray<number>, q: number): number => {
   if (values.length === 0) return NaN
   const sorted = [...values].sort((a, b) => a - b)

@@ -14,6 +14,8 @@
  *   BENCH_ENGINES=pglite BENCH_CASES=reuse npm run bench -- mx
  *   BENCH_DATABASE_URL=postgres://…           # the server for the PostgreSQL cases (default: the CI one)
  *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
+ *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
+ *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
  */
 import { ConfigProvider, Effect } from "effect"
 import * as fs from "node:fs"
@@ -29,13 +31,19 @@ import { openPostgres } from "../src/db/postgres.ts"
 import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
-import { freePort, pacedSender, peakRssMiB, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
+import { cpuSeconds, freePort, pacedSender, peakRssMiB, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
 
 type Engine = "pglite" | "postgres"
 const QUICK = process.env.BENCH_QUICK === "1"
 const PG_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>
 const scale = (n: number) => (QUICK ? Math.ceil(n / 4) : n)
+/** Account counts of the service runs (default both: 1 and 20). */
+const ACCOUNTS = (process.env.BENCH_ACCOUNTS ?? "1,20").split(",").map(Number)
+/** BENCH_PEERS=0 skips the peers (the ratio then needs a peer figure from another run). */
+const PEERS = process.env.BENCH_PEERS !== "0"
+/** BENCH_SERVICE_LOG=1 prints what the service wrote (its warnings, any diagnostics). */
+const SERVICE_LOG = process.env.BENCH_SERVICE_LOG === "1"
 
 const LOADS = [
   { key: "reuse", label: "2 KiB, 20 sessions reusing connections", size: 2048, sessions: 20, reuse: true, messages: scale(4000) },
@@ -48,6 +56,12 @@ const dns = await startDnsServer({
   "sender.example": { TXT: ["v=spf1 ip4:127.0.0.1 -all"] },
   "_dmarc.sender.example": { TXT: ["v=DMARC1; p=none"] },
 })
+// TTLs as real zones publish them (the test server's default is 1 s and negative answers without
+// an SOA, which would make every message ask again): the service's DNS cache then works as it
+// does in production, and the questions it still asks are counted per run.
+dns.ttl("sender.example", 300)
+dns.ttl("_dmarc.sender.example", 300)
+dns.negativeTtl(300)
 
 /** The service on `engine`, seeded with `accounts` funded accounts (one address each) before it starts. */
 const startService = async (engine: Engine, accounts: number, webhookUrl?: string) => {
@@ -103,7 +117,8 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
   await seeding.dispose()
 
   const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-  const proc = run(process.execPath, [...profile, path.join(root, "src/main.ts")], env)
+  const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []
+  const proc = run(process.execPath, [...flags, ...profile, path.join(root, "src/main.ts")], env)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)
@@ -116,6 +131,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
     stop: async (): Promise<{ stored: number; ledger: number }> => {
       proc.child.kill("SIGTERM")
       await proc.exited
+      if (SERVICE_LOG) console.log(proc.output())
       const count = "SELECT (SELECT count(*) FROM inbound_messages)::int8 AS stored, (SELECT count(*) FROM ledger_entries WHERE kind = 'debit')::int8 AS ledger"
       let row: { stored: number; ledger: number }
       if (databaseUrl) {
@@ -152,6 +168,9 @@ interface Row {
   readonly ratio?: number
   readonly p99?: number
   readonly rssMiB?: number
+  /** CPU of the process under test (user + system) per message taken. */
+  readonly cpuMsPerMessage?: number
+  readonly dnsQuestions?: number
   readonly note?: string
 }
 const rows: Array<Row> = []
@@ -162,20 +181,30 @@ const show = (r: Row) => {
 
 for (const load of LOADS) {
   const peers: Record<string, number> = {}
-  for (const kind of ["sink", "discard"] as const) {
+  for (const kind of PEERS ? (["sink", "discard"] as const) : []) {
     const peer = await startPeer(kind)
     const messages = load.messages * (kind === "sink" ? 4 : 2)
+    const cpu0 = cpuSeconds(peer.pid)
     const seconds = await smtpSource({ port: peer.port, recipients: ["bench@peer.localhost"], ...load, messages })
     peers[kind] = messages / seconds
-    show({ load: load.label, target: kind === "sink" ? "smtp-sink" : "smtp-server + mailparser (discard)", msgsPerSecond: Math.round(peers[kind]!), rssMiB: peakRssMiB(peer.pid) })
+    show({
+      load: load.label,
+      target: kind === "sink" ? "smtp-sink" : "smtp-server + mailparser (discard)",
+      msgsPerSecond: Math.round(peers[kind]!),
+      cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / messages).toFixed(2)),
+      rssMiB: peakRssMiB(peer.pid),
+    })
     await peer.stop()
   }
   for (const engine of ENGINES) {
-    for (const accounts of [1, 20]) {
+    for (const accounts of ACCOUNTS) {
       const service = await startService(engine, accounts)
+      const asked = dns.queries()
+      const cpu0 = cpuSeconds(service.pid)
       const p = probe(service.smtpPort, service.addresses[0]!, load.size)
       const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
       const probed = await p.stop()
+      const cpu = cpuSeconds(service.pid) - cpu0
       const rss = peakRssMiB(service.pid)
       const { stored, ledger } = await service.stop()
       const expected = load.messages + probed
@@ -184,9 +213,11 @@ for (const load of LOADS) {
         load: load.label,
         target: `service, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`,
         msgsPerSecond: Math.round(rate),
-        ratio: Number((rate / peers.discard!).toFixed(2)),
+        ...(peers.discard ? { ratio: Number((rate / peers.discard).toFixed(2)) } : {}),
         p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+        cpuMsPerMessage: Number((cpu * 1000 / (load.messages + probed)).toFixed(2)),
         rssMiB: rss,
+        dnsQuestions: dns.queries() - asked,
         ...(stored !== expected || ledger !== expected ? { note: `stored ${stored}, ledger ${ledger}, expected ${expected}` } : {}),
       })
     }
@@ -214,9 +245,9 @@ if (!process.env.BENCH_CASES || process.env.BENCH_CASES.split(",").includes("web
 
 await dns.close()
 console.log(`\nload average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (${os.cpus().length} CPUs)`)
-console.log("\n| load | target | msgs/s | ratio to discarding peer | p99 end-of-DATA → 250 (ms) | peak RSS (MiB) |")
-console.log("|---|---|---|---|---|---|")
+console.log("\n| load | target | msgs/s | ratio to discarding peer | CPU ms/msg | p99 end-of-DATA → 250 (ms) | peak RSS (MiB) |")
+console.log("|---|---|---|---|---|---|---|")
 for (const r of rows) {
-  console.log(`| ${r.load} | ${r.target} | ${r.msgsPerSecond} | ${r.ratio ?? ""} | ${r.p99 ?? ""} | ${r.rssMiB ?? ""} |${r.note ? ` ${r.note}` : ""}`)
+  console.log(`| ${r.load} | ${r.target} | ${r.msgsPerSecond} | ${r.ratio ?? ""} | ${r.cpuMsPerMessage ?? ""} | ${r.p99 ?? ""} | ${r.rssMiB ?? ""} |${r.note ? ` ${r.note}` : ""}`)
 }
 for (const l of latency) console.log(`\n${l}`)

@@ -2,7 +2,8 @@
  * RCPT-time lookups: which address an envelope recipient reaches, whether its receiving domain
  * is in service, and the owner's wallet balance, in one query for every recipient asked about in
  * the same tick (Effect `RequestResolver`): 20 sessions saying RCPT at once cost one round trip,
- * not twenty. Matching is case-insensitive and ignores a `+tag` (`Info+news@` reaches `info`).
+ * not twenty. The query is a SQL function (`ingest_lookup`, migration 024) so its plan is kept.
+ * Matching is case-insensitive and ignores a `+tag` (`Info+news@` reaches `info`).
  *
  * Nothing is cached, so deleting an address stops its mail on the very next RCPT.
  *
@@ -75,15 +76,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
       const resolver = RequestResolver.make<Lookup>((entries) =>
         Effect.gen(function*() {
           const asked = entries.map((e, ord) => ({ ord, local_part: e.request.localPart, domain: e.request.domain }))
-          const rows = yield* db.query<Row>(
-            `SELECT r.ord, a.id, a.user_id, a.retention_days, d.status, COALESCE(w.balance_tzs, 0) AS balance
-               FROM json_to_recordset($2::json) AS r (ord int4, local_part text, domain text)
-               JOIN inbound_addresses a ON a.local_part = r.local_part
-               LEFT JOIN receiving_domains d ON d.id = a.domain_id
-               LEFT JOIN wallets w ON w.user_id = a.user_id
-              WHERE (a.domain_id IS NULL AND r.domain = $1) OR (d.domain = r.domain AND d.status <> 'pending')`,
-            [platformDomain, JSON.stringify(asked)],
-          )
+          const rows = yield* db.query<Row>("SELECT * FROM ingest_lookup($1, $2::json)", [platformDomain, JSON.stringify(asked)])
           const byOrd = new Map(rows.map((r) => [r.ord, r]))
           entries.forEach((entry, ord) => {
             const { recipient, localPart, domain } = entry.request

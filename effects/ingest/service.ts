@@ -33,6 +33,7 @@ import { Recipients } from "./recipients.ts"
 import { attachmentRows, messageColumns } from "./rows.ts"
 import { jsonSafe, pgSafe } from "./text.ts"
 import { receivedHeader } from "./trace.ts"
+import type { Prepared } from "./store.ts"
 import { IngestWriter } from "./writer.ts"
 
 export interface Delivery {
@@ -88,6 +89,11 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const writer = yield* IngestWriter
       const bounces = yield* Bounces
       const context = yield* Effect.context<Dns>()
+      // Transaction ids for the Received line and logs: a random prefix per process and a
+      // counter (a random draw per message cost more CPU than the id is worth).
+      const idPrefix = yield* randomHex(4)
+      let idSeq = 0
+      const transactionId = () => idPrefix + ((idSeq++) >>> 0).toString(16).padStart(8, "0")
 
       const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
@@ -150,25 +156,28 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         if (destinations.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
         if (destinations.length === 0) return []
-        const at = new Date(Number(yield* Clock.currentTimeMillis))
-        const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
-          .pipe(Effect.provideContext(context))
-        const id = yield* randomHex(8)
-        const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
-        const parsed = yield* parseMessage(message, trace)
-        const body = yield* Effect.promise(() => message.read())
-        const stored = yield* writer.submit({
-          destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
-          columns: messageColumns(parsed, d.mailFrom),
-          authResults: jsonSafe(auth.results),
-          attachments: attachmentRows(parsed),
-          trace: trace.toString("base64"),
-          body: body.toString("base64"),
-          size: trace.length + message.size,
-          at,
-          tls: d.client.tls ?? null,
-          summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
-        })
+        // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
+        const stored = yield* writer.store(Effect.gen(function*() {
+          const at = new Date(Number(yield* Clock.currentTimeMillis))
+          const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
+            .pipe(Effect.provideContext(context))
+          const id = transactionId()
+          const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
+          const parsed = yield* parseMessage(message, trace)
+          const body = yield* Effect.promise(() => message.read())
+          return {
+            destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
+            columns: messageColumns(parsed, d.mailFrom),
+            authResults: jsonSafe(auth.results),
+            attachments: attachmentRows(parsed),
+            trace: trace.toString("base64"),
+            body: body.toString("base64"),
+            size: trace.length + message.size,
+            at,
+            tls: d.client.tls ?? null,
+            summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
+          } satisfies Prepared
+        }))
         return stored.map((m) => m.id)
       })
 

@@ -8,12 +8,17 @@
  * take). Retries are due 1 s and 3 s after a failure; polling alone would add up to a poll
  * interval to each, so the instance that scheduled a retry also sets a wake-up for its due time
  * (fibers in the layer's scope, gone at shutdown; another instance still finds the row by polling).
+ *
+ * A delivery is one receiver's round trip, so the loop keeps `concurrency` of them in flight and
+ * claims again as soon as a slot is free and there may be work (a wake-up from the commit that
+ * queued it, a full last claim, the poll), instead of waiting for the slowest of a whole round:
+ * a message stored while 20 deliveries are under way goes out when the first of them ends.
  */
-import { Clock, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Queue } from "effect"
 import type { DbError } from "../../effects/ports/Database.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
-import { claimDue, runWorker, supervised, type WorkerSpec } from "./worker.ts"
+import { claimDue, supervised, type WorkerSpec } from "./worker.ts"
 
 /** Wakes worker `queue` at a given time; the sleeping fibers belong to the caller's scope. */
 export const makeWakeups = (queue: string) =>
@@ -67,6 +72,42 @@ export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Dat
   concurrency: queue.concurrency,
 })
 
+/**
+ * The delivery loop: up to `spec.concurrency` jobs in flight, each claimed when a slot is free.
+ * After a claim that filled every free slot it waits for one to free (more may be due); after one
+ * that found less, for a wake-up or the poll. Jobs are children of the loop: shutting down (or a
+ * crash the supervisor restarts) interrupts them, and their leases bring the rows back.
+ */
+export const runDeliveries = <J, R>(spec: WorkerSpec<J, R>) =>
+  Effect.gen(function*() {
+    const signals = yield* WorkSignals
+    const limit = Math.max(1, spec.concurrency ?? 4)
+    // A slot freed since the loop last looked (coalesced: the loop recounts anyway).
+    const freed = yield* Queue.dropping<void>(1)
+    let inFlight = 0
+    const handle = (job: J) =>
+      spec.handle(job).pipe(
+        Effect.catchCause((cause) => Effect.logError(`${spec.name}: job failed`, cause)),
+        Effect.ensuring(Effect.suspend(() => {
+          inFlight--
+          return Queue.offer(freed, undefined)
+        })),
+      )
+    while (true) {
+      const free = limit - inFlight
+      if (free === 0) {
+        yield* Queue.take(freed)
+        continue
+      }
+      const now = new Date(Number(yield* Clock.currentTimeMillis))
+      const jobs = yield* spec.claim(now, free)
+      inFlight += jobs.length
+      for (const job of jobs) yield* Effect.forkChild(handle(job))
+      if (jobs.length === free) yield* Queue.take(freed)
+      else yield* Effect.race(Effect.sleep(spec.pollInterval), signals.wait(spec.name))
+    }
+  })
+
 /** Runs the queue's worker for as long as the runtime lives. */
 export const deliveryWorkerLayer = <J, E, R>(queue: Effect.Effect<DeliveryQueue<J>, E, R>) =>
   Layer.effectDiscard(Effect.gen(function*() {
@@ -74,7 +115,7 @@ export const deliveryWorkerLayer = <J, E, R>(queue: Effect.Effect<DeliveryQueue<
     const wakeAt = yield* makeWakeups(q.name)
     const spec = deliveryWorkerSpec(q, wakeAt)
     yield* wakeForEarliest(wakeAt, q.table, q.statuses)
-    yield* Effect.forkScoped(supervised(spec.name, runWorker(spec)))
+    yield* Effect.forkScoped(supervised(spec.name, runDeliveries(spec)))
   }))
 
 /** A queue's worker: `spec` for tests (driven with `runOnce`), `layer` for the runtime. */

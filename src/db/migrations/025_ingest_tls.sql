@@ -1,3 +1,5 @@
+-- Since 024 the service commits through ingest_commit, which writes tls itself; this keeps the older
+-- ingest_store (kept for a rolling upgrade's older instances) writing it as well.
 -- ingest_store (012) also writes each message's `tls` (022): the session's {protocol, cipher}, or
 -- null in plaintext (DECISIONS.md "TLS on the SMTP servers"). Same statements otherwise; the
 -- messages rows gain `tls jsonb`.
