@@ -4,6 +4,7 @@
  */
 import { Effect } from "effect"
 import { loadSettings } from "./config.ts"
+import { stdoutSink } from "./logger.ts"
 import { start } from "./runtime.ts"
 
 const settings = await Effect.runPromise(Effect.result(loadSettings()))
@@ -23,10 +24,11 @@ let signalled = false
 const shutdown = (signal: string) => {
   if (signalled) return
   signalled = true
-  console.log(JSON.stringify({ level: "INFO", message: "shutting down", signal, timestamp: new Date().toISOString() }))
+  const log = stdoutSink()
+  log.write(JSON.stringify({ message: "shutting down", level: "INFO", timestamp: new Date().toISOString(), annotations: { signal } }))
   // A hard deadline so a stuck connection cannot keep the process alive forever.
   setTimeout(() => process.exit(1), 15_000).unref()
-  running.stop().then(() => process.exit(0), (e) => {
+  running.stop().then(() => log.flush()).then(() => process.exit(0), (e) => {
     console.error(e)
     process.exit(1)
   })
