@@ -15,6 +15,8 @@ import * as OtlpTracer from "effect/observability/OtlpTracer"
 import * as fs from "node:fs"
 
 const levels = { debug: "Debug", info: "Info", warn: "Warn", error: "Error" } as const
+/** Linux's atomic pipe write size. */
+const PIPE_BUF = 4096
 export type LogLevelName = keyof typeof levels
 
 export interface LogSink {
@@ -45,26 +47,48 @@ export const makeFdSink = (fd: number, options: SinkOptions = {}): LogSink => {
   const batchBytes = options.batchBytes ?? 64 * 1024
   const maxBufferedBytes = options.maxBufferedBytes ?? 16 * 1024 * 1024
   let pending: Array<string> = []
+  let head = 0
   let pendingBytes = 0
   let dropped = 0
   let inFlight: Buffer | undefined
   let timer: ReturnType<typeof setTimeout> | undefined
   let waiters: Array<() => void> = []
 
+  /**
+   * The next chunk to write: whole lines, at most PIPE_BUF bytes unless one line is longer. A
+   * write of up to PIPE_BUF bytes to a pipe is atomic, so the lines of several processes sharing
+   * stdout (WEB_CONCURRENCY) never interleave mid-line.
+   */
   const take = (): Buffer | undefined => {
     if (dropped > 0) {
       pending.push(JSON.stringify({ message: "log lines dropped: the log reader is too slow", level: "WARN", timestamp: new Date().toISOString(), annotations: { dropped } }) + "\n")
+      pendingBytes += 120
       dropped = 0
     }
-    if (pending.length === 0) return undefined
-    const batch = Buffer.from(pending.join(""), "utf8")
-    pending = []
-    pendingBytes = 0
-    return batch
+    if (head === pending.length) return undefined
+    const from = head
+    let bytes = 0
+    let chars = 0
+    while (head < pending.length) {
+      const size = Buffer.byteLength(pending[head]!)
+      if (head > from && bytes + size > PIPE_BUF) break
+      bytes += size
+      chars += pending[head++]!.length
+    }
+    const chunk = pending.slice(from, head).join("")
+    if (head === pending.length) {
+      pending = []
+      head = 0
+    } else if (head > 4096 && head * 2 > pending.length) {
+      pending = pending.slice(head)
+      head = 0
+    }
+    pendingBytes -= chars
+    return Buffer.from(chunk, "utf8")
   }
 
   const settle = () => {
-    if (inFlight || pending.length > 0) return
+    if (inFlight || head < pending.length) return
     const w = waiters
     waiters = []
     for (const f of w) f()
