@@ -37,12 +37,25 @@ export interface SinkOptions {
   readonly maxBufferedBytes?: number
 }
 
+/** Where a sink's chunks go: an asynchronous write (may be partial) and a synchronous one. */
+export interface SinkTarget {
+  readonly write: (chunk: Buffer, done: (err: NodeJS.ErrnoException | null, written: number) => void) => void
+  readonly writeSync: (chunk: Buffer) => void
+}
+
+const fdTarget = (fd: number): SinkTarget => ({
+  write: (chunk, done) => fs.write(fd, chunk, 0, chunk.length, null, done),
+  writeSync: (chunk) => void fs.writeSync(fd, chunk),
+})
+
 /**
  * A buffered writer on a file descriptor. Batches go out with asynchronous `fs.write` (the
  * thread pool waits on a slow pipe, not the event loop); one batch is in flight at a time, so
  * lines keep their order.
  */
-export const makeFdSink = (fd: number, options: SinkOptions = {}): LogSink => {
+export const makeFdSink = (fd: number, options: SinkOptions = {}): LogSink => makeSink(fdTarget(fd), options)
+
+export const makeSink = (target: SinkTarget, options: SinkOptions = {}): LogSink => {
   const maxDelayMs = options.maxDelayMs ?? 20
   const batchBytes = options.batchBytes ?? 64 * 1024
   const maxBufferedBytes = options.maxBufferedBytes ?? 16 * 1024 * 1024
@@ -96,8 +109,8 @@ export const makeFdSink = (fd: number, options: SinkOptions = {}): LogSink => {
 
   const writeOut = (buf: Buffer) => {
     inFlight = buf
-    fs.write(fd, buf, 0, buf.length, null, (err, written) => {
-      if (err && (err as NodeJS.ErrnoException).code === "EAGAIN") {
+    target.write(buf, (err, written) => {
+      if (err && err.code === "EAGAIN") {
         setTimeout(() => writeOut(buf), 5).unref()
         return
       }
@@ -148,7 +161,7 @@ export const makeFdSink = (fd: number, options: SinkOptions = {}): LogSink => {
       const rest = take()
       if (!rest) return
       try {
-        fs.writeSync(fd, rest)
+        target.writeSync(rest)
       } catch { /* stdout gone */ }
     },
   }
