@@ -95,6 +95,8 @@ export const postgresAuthChanges = async (url: string, schema: string): Promise<
     if (change) return listener?.(change)
     const [kind, from, arg] = payload.split("|") as [string, string, string]
     const now = performance.now()
+    // An instance stopping says so, so barriers stop waiting for it at once.
+    if (kind === "x") return void peers.delete(from)
     peers.set(from, now)
     if (kind === "p" && from === instance) {
       const sent = sentAt.get(Number(arg))
@@ -181,6 +183,7 @@ export const postgresAuthChanges = async (url: string, schema: string): Promise<
     close: async () => {
       stopped = true
       clearTimeout(timer)
+      await send(`x|${instance}|`).catch(() => undefined)
       await sql.end({ timeout: 1 }).catch(() => undefined)
     },
   }
