@@ -1,14 +1,16 @@
 /**
  * API keys for programmatic access: `MAIL_` + 64 lowercase hex from the platform CSPRNG, shown
  * once; only its SHA-256 and a display prefix (first 12 characters) are stored. The
- * Authenticator (effects/auth/service.ts) checks presented keys against the same table, so a
- * revocation or expiry here takes effect on the very next request.
+ * Authenticator (effects/auth/service.ts) checks presented keys through the PrincipalCache; a
+ * revocation answers only once every instance has dropped the key (the Database port settles
+ * credential writes), so it takes effect on the very next request wherever that lands.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { parseScopes, SCOPES } from "../auth/scopes.ts"
 import { Forbidden, LimitReached, NotFound, ValidationError } from "../errors.ts"
+import { keyHash, PrincipalCache } from "../auth/cache.ts"
 import { Database, type DbError, queryAs } from "../ports/Database.ts"
-import { randomHex, sha256Hex } from "../shared/crypto.ts"
+import { randomHex } from "../shared/crypto.ts"
 import { API_KEY_COLUMNS, type ApiKey, ApiKeyRow, type CreateApiKeyBody, toApiKey } from "./schema.ts"
 
 /** Who owns a key: the check before a revocation. */
@@ -53,6 +55,7 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
     ApiKeys,
     Effect.gen(function*() {
       const db = yield* Database
+      const cache = yield* PrincipalCache
 
       const create = Effect.fn("ApiKeys.create")(function*(userId: number, input: CreateApiKeyBody) {
         const scopes = yield* normalizeScopes(input.scopes)
@@ -60,7 +63,7 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
         const expiresAt = input.expires_at ? new Date(input.expires_at) : null
         if (expiresAt && expiresAt.getTime() <= now) return yield* ValidationError.field("expires_at", "must be in the future")
         const key = `MAIL_${yield* randomHex(32)}`
-        const hash = yield* sha256Hex(key)
+        const hash = keyHash(key)
         const row = yield* db.transaction(Effect.gen(function*() {
           // The account row lock serialises concurrent creations, so the cap holds.
           yield* db.query("SELECT id FROM users WHERE id = $1 FOR UPDATE", [userId])
@@ -84,6 +87,8 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
       })
 
       const list = Effect.fn("ApiKeys.list")(function*(userId: number) {
+        // Uses noted in memory first, so last_used_at is current.
+        yield* cache.flushUsage
         const rows = yield* queryAs(
           db,
           ApiKeyRow,
@@ -95,6 +100,8 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
 
       const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: number, keyId: number) {
         const now = yield* Clock.currentTimeMillis
+        // The Database port answers a commit that revoked a key once every instance has dropped
+        // the key from memory (AuthChanges.settle), so the very next request is refused anywhere.
         return yield* db.transaction(Effect.gen(function*() {
           const [owner] = yield* queryAs(db, OwnerRow, "SELECT user_id FROM api_keys WHERE id = $1 FOR UPDATE", [keyId])
           if (!owner) return yield* new NotFound({ message: "API key not found" })
@@ -111,5 +118,5 @@ export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("app/ApiKe
 
       return ApiKeys.of({ create, list, revoke })
     }),
-  )
+  ).pipe(Layer.provide(PrincipalCache.layer))
 }

@@ -1,15 +1,16 @@
 /**
  * Who is calling: turns request credentials into a Principal (account + scopes), and offers the
  * guards other capabilities use (scope, verified identity). API keys are looked up by their
- * SHA-256; JWT access tokens are verified locally, then the account row is read so a disabled
- * account stops working on its very next request.
+ * SHA-256, JWT access tokens are verified locally; both then go through the PrincipalCache
+ * (effects/auth/cache.ts), which answers from memory and forgets a key or account the moment it
+ * changes anywhere, so a revoked key or disabled account stops working on its very next request.
  */
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { AccountDisabled, Forbidden, Unauthorized } from "../errors.ts"
 import { Database, type DbError, queryAs } from "../ports/Database.ts"
-import { sha256Hex } from "../shared/crypto.ts"
-import { signJwt, verifyJwt } from "./jwt.ts"
+import { keyHash, PrincipalCache } from "./cache.ts"
+import { signJwt, verifyJwtSync } from "./jwt.ts"
 import { parseScopes, type Scope } from "./scopes.ts"
 
 export interface Principal {
@@ -31,9 +32,6 @@ export interface Credentials {
 export const ACCESS_TOKEN_SECONDS = 60 * 60
 export const API_KEY_PATTERN = /^MAIL_[0-9a-f]{64}$/
 
-/** `last_used_at` is refreshed at most this often per key. */
-const LAST_USED_RESOLUTION_MS = 30_000
-
 /** What a caller may act as: `jwt` endpoints take tokens only, `key` endpoints take keys and tokens. */
 export type AuthMode = "jwt" | "key"
 
@@ -53,17 +51,7 @@ export interface AuthenticatorShape {
   readonly requireVerifiedIdentity: (userId: number, purpose: "address" | "outbound") => Effect.Effect<void, Forbidden | DbError>
 }
 
-// The rows credentials are checked against, decoded (queryAs): a schema drift fails closed.
-const KeyLookupRow = Schema.Struct({
-  id: Schema.Int,
-  user_id: Schema.Int,
-  scopes: Schema.String,
-  expires_at: Schema.NullOr(Schema.Date),
-  revoked_at: Schema.NullOr(Schema.Date),
-  last_used_at: Schema.NullOr(Schema.Date),
-  disabled_at: Schema.NullOr(Schema.Date),
-})
-const ActiveUserRow = Schema.Struct({ id: Schema.Int, disabled_at: Schema.NullOr(Schema.Date) })
+// Decoded (queryAs): a schema drift fails closed. Key and account rows: effects/auth/cache.ts.
 const VerifiedRow = Schema.Struct({ email_verified: Schema.Boolean, phone_verified: Schema.Boolean })
 
 const unauthorized = (message = "missing or invalid credentials") => new Unauthorized({ message })
@@ -84,68 +72,45 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
     Effect.gen(function*() {
       const db = yield* Database
       const config = yield* AppConfig
+      const cache = yield* PrincipalCache
+      const jwtScopes = new Set(parseScopes("full").scopes)
+      const disabled = new AccountDisabled({ message: "this account is disabled" })
 
-      const loadActiveUser = (userId: number) =>
-        Effect.gen(function*() {
-          const rows = yield* queryAs(db, ActiveUserRow, "SELECT id, disabled_at FROM users WHERE id = $1", [userId])
-          const user = rows[0]
-          if (!user) return yield* unauthorized()
-          if (user.disabled_at) return yield* new AccountDisabled({ message: "this account is disabled" })
-          return user
-        })
-
+      // The common case (a known, valid key in memory) runs without a database round trip.
       const viaKey = (key: string) =>
-        Effect.gen(function*() {
-          if (!API_KEY_PATTERN.test(key)) return yield* unauthorized()
-          const hash = yield* sha256Hex(key)
-          // One round trip for the key and its account: this runs on every API call.
-          const rows = yield* queryAs(
-            db,
-            KeyLookupRow,
-            `SELECT k.id, k.user_id, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, u.disabled_at
-               FROM api_keys k JOIN users u ON u.id = k.user_id
-              WHERE k.key_hash = $1`,
-            [hash],
-          )
-          const row = rows[0]
-          if (!row || row.revoked_at) return yield* unauthorized()
-          const now = Number(yield* Clock.currentTimeMillis)
-          if (row.expires_at && row.expires_at.getTime() <= now) return yield* unauthorized("API key has expired")
-          if (row.disabled_at) return yield* new AccountDisabled({ message: "this account is disabled" })
-          // Throttled so a busy key does not turn every read into a write.
-          if (!row.last_used_at || row.last_used_at.getTime() < now - LAST_USED_RESOLUTION_MS) {
-            yield* db.query(
-              `UPDATE api_keys SET last_used_at = $2 WHERE id = $1
-                 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '30 seconds')`,
-              [row.id, new Date(now)],
-            )
-          }
-          const parsed = parseScopes(row.scopes)
-          return { userId: row.user_id, via: "key", apiKeyId: row.id, full: parsed.full, scopes: new Set(parsed.scopes) } satisfies Principal
-        })
+        Effect.flatMap(cache.key(keyHash(key)), (record) =>
+          Effect.flatMap(Clock.currentTimeMillis, (millis): Effect.Effect<Principal, Unauthorized | AccountDisabled> => {
+            if (!record || record.revoked) return Effect.fail(unauthorized())
+            const now = Number(millis)
+            if (record.expiresAt !== null && record.expiresAt <= now) return Effect.fail(unauthorized("API key has expired"))
+            if (record.disabled) return Effect.fail(disabled)
+            cache.touch(record, now)
+            return Effect.succeed({ userId: record.userId, via: "key", apiKeyId: record.keyId, full: record.full, scopes: record.scopes })
+          }))
 
       const viaJwt = (token: string) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          const claims = yield* verifyJwt(config.jwtSecret, token, Math.floor(Number(now) / 1000))
+          const claims = verifyJwtSync(config.jwtSecret, token, Math.floor(Number(now) / 1000))
           if (Option.isNone(claims) || claims.value.typ !== "access") return yield* unauthorized()
           const userId = Number(claims.value.sub)
           if (!Number.isSafeInteger(userId)) return yield* unauthorized()
-          yield* loadActiveUser(userId)
-          const all = parseScopes("full")
-          return { userId, via: "jwt", apiKeyId: null, full: true, scopes: new Set(all.scopes) } satisfies Principal
+          const isDisabled = yield* cache.userDisabled(userId)
+          if (isDisabled === undefined) return yield* unauthorized()
+          if (isDisabled) return yield* disabled
+          return { userId, via: "jwt", apiKeyId: null, full: true, scopes: jwtScopes } satisfies Principal
         })
 
-      const authenticate: AuthenticatorShape["authenticate"] = (credentials, mode) =>
-        Effect.gen(function*() {
-          const token = presented(credentials)
-          if (Option.isNone(token) || token.value === "") return yield* unauthorized()
-          if (token.value.startsWith("MAIL_")) {
-            if (mode === "jwt") return yield* unauthorized("this endpoint requires a user access token, not an API key")
-            return yield* viaKey(token.value)
-          }
-          return yield* viaJwt(token.value)
-        }).pipe(Effect.withSpan("Authenticator.authenticate"))
+      const authenticate: AuthenticatorShape["authenticate"] = (credentials, mode) => {
+        const token = presented(credentials)
+        if (Option.isNone(token) || token.value === "") return Effect.fail(unauthorized())
+        if (token.value.startsWith("MAIL_")) {
+          if (mode === "jwt") return Effect.fail(unauthorized("this endpoint requires a user access token, not an API key"))
+          if (!API_KEY_PATTERN.test(token.value)) return Effect.fail(unauthorized())
+          return viaKey(token.value)
+        }
+        return viaJwt(token.value)
+      }
 
       const issueAccessToken = (userId: number) =>
         Effect.gen(function*() {
@@ -175,5 +140,5 @@ export class Authenticator extends Context.Service<Authenticator, AuthenticatorS
 
       return Authenticator.of({ authenticate, issueAccessToken, requireScope, requireVerifiedIdentity })
     }),
-  )
+  ).pipe(Layer.provide(PrincipalCache.layer))
 }

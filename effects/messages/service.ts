@@ -3,8 +3,8 @@
  * with its bodies and base64 attachments, its raw MIME, and the read flag. Every read is scoped
  * to the caller: another account's message or address is FORBIDDEN, a missing one NOT_FOUND.
  *
- * The list stays fast at millions of rows: it walks the (address_id, id DESC) index and takes
- * its total from the address's counters instead of counting.
+ * The list stays fast at millions of rows: it walks the (address_id, -id) index and takes its
+ * total from the address's counters instead of counting; a page and a message are one statement each.
  */
 import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
@@ -72,30 +72,49 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
           })
         })
 
+      // One statement per page: the address (owner, counters) and, only when it is the caller's
+      // and the page is not past the end, the page itself. The total is the address's counter
+      // (kept with every insert, purge and read flag), so no page ever counts rows.
       const list = Effect.fn("InboundMessages.list")(function*(userId: number, q: ListMessages) {
-        const [address] = yield* db.query<{ user_id: number; message_count: number; unread_count: number }>(
-          "SELECT user_id, message_count, unread_count FROM inbound_addresses WHERE id = $1",
-          [q.addressId],
-        )
-        if (!address) return yield* new NotFound({ message: "inbound address not found" })
-        if (address.user_id !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
-        const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
         const offset = (q.page - 1) * q.perPage
-        // Past the end: nothing to read (and no absurd OFFSET reaches the database).
-        if (offset >= total) return { data: [], pagination: pagination(q.page, q.perPage, total) }
         // Newest first as `-id`: only the (address_id, (-id)) indexes yield that order, so the planner
         // cannot pick a backward primary-key scan instead (see 004_inbound.sql).
-        const rows = yield* db.query<InboundMessageRow>(
-          `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages
-            WHERE address_id = $1 ${q.unreadOnly ? "AND NOT is_read" : ""}
-            ORDER BY -id LIMIT $2 OFFSET $3`,
-          [q.addressId, q.perPage, offset],
+        const rows = yield* db.query<Partial<InboundMessageRow> & { owner: number; message_count: number; unread_count: number }>(
+          `SELECT a.user_id AS owner, a.message_count, a.unread_count, m.*
+             FROM inbound_addresses a
+             LEFT JOIN LATERAL (
+               SELECT ${MESSAGE_COLUMNS} FROM inbound_messages
+                WHERE address_id = a.id ${q.unreadOnly ? "AND NOT is_read" : ""}
+                  AND a.user_id = $4 AND $3 < ${q.unreadOnly ? "a.unread_count" : "a.message_count"}
+                ORDER BY -id LIMIT $2 OFFSET $3
+             ) m ON true
+            WHERE a.id = $1`,
+          [q.addressId, q.perPage, offset, userId],
         )
-        return { data: rows.map((r) => toInboundMessage(r)), pagination: pagination(q.page, q.perPage, total) }
+        const address = rows[0]
+        if (!address) return yield* new NotFound({ message: "inbound address not found" })
+        if (address.owner !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
+        const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
+        const data = address.id == null ? [] : rows.map((r) => toInboundMessage(r as InboundMessageRow))
+        return { data, pagination: pagination(q.page, q.perPage, total) }
       })
 
+      // The message and, when it is the caller's, its attachments (base64) in one statement.
       const get = Effect.fn("InboundMessages.get")(function*(userId: number, id: number) {
-        return yield* withContent(yield* owned(userId, id))
+        const [row] = yield* db.query<InboundMessageRow & { parts: ReadonlyArray<AttachmentMeta & { content: string }> | null }>(
+          `SELECT ${MESSAGE_COLUMNS},
+                  CASE WHEN m.user_id = $2 AND m.mime_id IS NOT NULL THEN (
+                    SELECT json_agg(json_build_object('filename', filename, 'content_type', content_type, 'size', size,
+                                                      'content_id', content_id, 'content', translate(encode(content, 'base64'), E'\\n', ''))
+                                    ORDER BY position)
+                      FROM inbound_attachments WHERE mime_id = m.mime_id
+                  ) END AS parts
+             FROM inbound_messages m WHERE m.id = $1`,
+          [id, userId],
+        )
+        if (!row) return yield* notFound()
+        if (row.user_id !== userId) return yield* new Forbidden({ message: "this message belongs to another account" })
+        return toInboundMessage(row, { attachments: row.parts ?? [] })
       })
 
       const raw = Effect.fn("InboundMessages.raw")(function*(userId: number, id: number) {

@@ -21,7 +21,25 @@ export interface ConnectionSource {
   readonly reserve: () => Promise<Reserved>
 }
 
-type TxConnection = Reserved["connection"]
+type TxConnection = Reserved["connection"] & {
+  /** Set when a statement of the transaction changed credentials; its commit then settles them. */
+  wroteCredentials: boolean
+}
+
+/**
+ * Statements that change what authentication depends on (the columns the triggers of
+ * 023_auth_changes.sql watch). After one commits, the write waits until every instance has
+ * dropped its cached principals (AuthChanges.settle), whoever made it: the API, the operator
+ * CLI, a test. `last_used_at` and profile or verification fields do not match.
+ */
+const CREDENTIAL_WRITE =
+  /\bDELETE\s+FROM\s+(?:api_keys|users)\b|\bUPDATE\s+(?:api_keys|users)\b[\s\S]*?\b(?:revoked_at|expires_at|scopes|user_id|key_hash|disabled_at)\s*=/i
+export const writesCredentials = (text: string): boolean => /^\s*(?:WITH|UPDATE|DELETE)\b/i.test(text) && CREDENTIAL_WRITE.test(text)
+
+export interface DatabaseHooks {
+  /** Waits until credential changes committed so far are seen everywhere (set once AuthChanges runs). */
+  settleCredentials?: Effect.Effect<void>
+}
 
 const CurrentTransaction = Context.Reference<Option.Option<TxConnection>>("app/Database/CurrentTransaction", {
   defaultValue: () => Option.none(),
@@ -37,14 +55,19 @@ export const toDbError = (e: unknown): DbError => {
   })
 }
 
-export const makeDatabase = (source: ConnectionSource): DatabaseShape => {
+export const makeDatabase = (source: ConnectionSource, hooks: DatabaseHooks = {}): DatabaseShape => {
   const run = (conn: Connection, text: string, params?: ReadonlyArray<unknown>) =>
     Effect.tryPromise({ try: () => conn.query(text, params), catch: toDbError })
 
   const query = <T = Row>(text: string, params?: ReadonlyArray<unknown>) =>
-    Effect.gen(function*() {
-      const tx = yield* CurrentTransaction
-      return (yield* run(Option.getOrElse(tx, () => source), text, params)) as Array<T>
+    Effect.flatMap(Effect.service(CurrentTransaction), (tx) => {
+      const rows = run(Option.isSome(tx) ? tx.value : source, text, params) as Effect.Effect<Array<T>, DbError>
+      if (!hooks.settleCredentials || !writesCredentials(text)) return rows
+      if (Option.isSome(tx)) {
+        tx.value.wroteCredentials = true
+        return rows
+      }
+      return Effect.tap(rows, () => hooks.settleCredentials!)
     })
 
   const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DbError, R> =>
@@ -65,10 +88,13 @@ export const makeDatabase = (source: ConnectionSource): DatabaseShape => {
             },
             catch: toDbError,
           }),
-          (reserved) =>
-            Effect.provideService(effect, CurrentTransaction, Option.some(reserved.connection)).pipe(
+          (reserved) => {
+            const conn: TxConnection = { query: reserved.connection.query, exec: reserved.connection.exec, wroteCredentials: false }
+            return Effect.provideService(effect, CurrentTransaction, Option.some(conn)).pipe(
               Effect.tap(() => run(reserved.connection, "COMMIT")),
-            ),
+              Effect.tap(() => (conn.wroteCredentials && hooks.settleCredentials ? hooks.settleCredentials : Effect.void)),
+            )
+          },
           (reserved, exit) =>
             Effect.promise(async () => {
               // COMMIT already ran on success; on failure, defect or interruption roll back.

@@ -1,32 +1,61 @@
 /**
  * The Database layer: PGlite in DATA_DIR by default, PostgreSQL when DATABASE_URL is set.
  * Migrations run before the layer is ready; the connection closes when the runtime shuts down.
+ * It also provides AuthChanges (effects/auth/changes.ts) for the same schema: how this process
+ * learns of credential changes made anywhere.
  */
-import { Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../../effects/config.ts"
+import { AuthChanges } from "../../effects/auth/changes.ts"
 import { Database, DbError } from "../../effects/ports/Database.ts"
-import { type ConnectionSource, makeDatabase } from "./connection.ts"
+import { type OpenedChanges, pgliteAuthChanges, postgresAuthChanges } from "./auth-changes.ts"
+import { type ConnectionSource, type DatabaseHooks, makeDatabase } from "./connection.ts"
 import { migrate } from "./migrate.ts"
 import { openPglite, type PgliteOptions } from "./pglite.ts"
 import { openPostgres, type PostgresOptions } from "./postgres.ts"
 
-/** Opens a source, runs migrations, and closes it with the scope. */
-const fromSource = (open: () => Promise<{ source: ConnectionSource; close: () => Promise<void> }>) =>
-  Layer.effect(
-    Database,
+interface Opened {
+  readonly source: ConnectionSource
+  readonly close: () => Promise<void>
+  /** Starts listening for credential changes in `schema` (after migrations created the triggers). */
+  readonly listen: (schema: string) => Promise<OpenedChanges>
+}
+
+const dbError = (e: unknown) => new DbError({ message: e instanceof Error ? e.message : String(e) })
+
+/** Opens a source, runs migrations, starts the change listener; all closed with the scope. */
+const fromSource = (open: () => Promise<Opened>) =>
+  Layer.effectContext(
     Effect.gen(function*() {
-      const { source } = yield* Effect.acquireRelease(
-        Effect.tryPromise({ try: open, catch: (e) => new DbError({ message: e instanceof Error ? e.message : String(e) }) }),
-        (opened) => Effect.promise(() => opened.close().catch(() => undefined)),
+      const opened = yield* Effect.acquireRelease(
+        Effect.tryPromise({ try: open, catch: dbError }),
+        (o) => Effect.promise(() => o.close().catch(() => undefined)),
       )
-      const db = Database.of(makeDatabase(source))
+      const hooks: DatabaseHooks = {}
+      const db = Database.of(makeDatabase(opened.source, hooks))
       yield* migrate().pipe(Effect.provideService(Database, db), Effect.orDie)
-      return db
+      const [{ schema }] = (yield* db.query<{ schema: string }>("SELECT current_schema() AS schema")) as [{ schema: string }]
+      const changes = yield* Effect.acquireRelease(
+        Effect.tryPromise({ try: () => opened.listen(schema), catch: dbError }),
+        (c) => Effect.promise(() => c.close()),
+      )
+      // From now on a write to credentials returns once every instance has seen it.
+      hooks.settleCredentials = changes.changes.settle
+      return Context.make(Database, db).pipe(Context.add(AuthChanges, AuthChanges.of(changes.changes)))
     }),
   )
 
-export const pgliteLayer = (options: PgliteOptions) => fromSource(() => openPglite(options))
-export const postgresLayer = (options: PostgresOptions) => fromSource(async () => openPostgres(options))
+export const pgliteLayer = (options: PgliteOptions) =>
+  fromSource(async () => {
+    const { source, pg, close } = await openPglite(options)
+    return { source, close, listen: (schema) => pgliteAuthChanges(pg, schema) }
+  })
+
+export const postgresLayer = (options: PostgresOptions) =>
+  fromSource(async () => {
+    const { source, close } = openPostgres(options)
+    return { source, close, listen: (schema) => postgresAuthChanges(options.url, schema) }
+  })
 
 /** Chooses the adapter from the settings. */
 export const databaseLayer = Layer.unwrap(

@@ -4,8 +4,10 @@
  * transactions: a transaction holds the permit from BEGIN to COMMIT.
  */
 import { PGlite } from "@electric-sql/pglite"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource } from "./connection.ts"
 
@@ -58,12 +60,38 @@ const takeLock = (dataDir: string): (() => void) => {
   throw new Error(`cannot lock the embedded database in ${dataDir}`)
 }
 
+/**
+ * Memory: WebAssembly memory never shrinks, so what PGlite touches once stays resident. 16 MB
+ * of shared buffers instead of 128 MB (the OS page cache holds the files anyway) keeps an idle
+ * service near 250 MB; see bench/REPORT.md "HTTP API (issue 11)".
+ */
+const POSTGRESQL_CONF = ["shared_buffers=16MB", "temp_buffers=2MB", "maintenance_work_mem=16MB"].join("\n")
+
+/** Runs initdb in a child process (see pglite-initdb.ts); false when that is not possible here. */
+const initdbApart = (pgDir: string): Promise<boolean> =>
+  new Promise((resolve) => {
+    const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "pglite-initdb.ts")
+    const deno = (globalThis as { Deno?: unknown }).Deno !== undefined
+    const args = deno ? ["run", "--allow-read", "--allow-write", "--allow-env", script, pgDir] : [script, pgDir]
+    try {
+      const child = spawn(process.execPath, args, { stdio: "ignore" })
+      child.on("error", () => resolve(false))
+      child.on("exit", (code) => resolve(code === 0 && fs.existsSync(path.join(pgDir, "PG_VERSION"))))
+    } catch {
+      resolve(false)
+    }
+  })
+
 export const openPglite = async (options: PgliteOptions): Promise<{ source: ConnectionSource; pg: PGlite; close: () => Promise<void> }> => {
   const unlock = options.dataDir ? (fs.mkdirSync(path.resolve(options.dataDir), { recursive: true }), takeLock(path.resolve(options.dataDir))) : () => undefined
+  const pgDir = options.dataDir ? path.resolve(options.dataDir, "pg") : undefined
+  // First start: initdb elsewhere (if that fails, PGlite.create below runs it in-process).
+  if (pgDir && !options.loadDataDir && !fs.existsSync(path.join(pgDir, "PG_VERSION"))) await initdbApart(pgDir)
   const pg = await PGlite.create({
-    ...(options.dataDir ? { dataDir: path.resolve(options.dataDir, "pg") } : {}),
+    ...(pgDir ? { dataDir: pgDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
     parsers,
+    postgresqlconf: POSTGRESQL_CONF,
   })
   const lock = mutex()
   const guarded = async <T>(f: () => Promise<T>): Promise<T> => {

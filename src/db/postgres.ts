@@ -1,7 +1,12 @@
 /**
  * PostgreSQL server through the `postgres` client, used when DATABASE_URL is set.
- * The pool is sized for the concurrency the process admits: postgres@3.4 degrades when its
- * queue stays saturated (STACK-NOTES.md), so a larger pool beats a long queue.
+ *
+ * Pool size: bench/REPORT.md ("HTTP API (issue 11)") measured postgres@3.4's pool on this
+ * machine: with 50 concurrent requests, 10–16 connections that pipeline statements beat 64
+ * connections by ~1.5x (the server runs on the same two cores; every extra backend competes for
+ * them), and throughput held over five rounds with the queues' scans bounded by the pool size
+ * (the decay STACK-NOTES.md describes did not reproduce). Several processes (WEB_CONCURRENCY)
+ * each open their own pool: keep `max` × processes under the server's max_connections.
  */
 import postgres from "postgres"
 import type { Row } from "../../effects/ports/Database.ts"
@@ -9,6 +14,7 @@ import type { ConnectionSource } from "./connection.ts"
 
 export interface PostgresOptions {
   readonly url: string
+  /** Connections (default 16). */
   readonly max?: number
   /** Schema to work in (tests isolate each run in its own). */
   readonly searchPath?: string
@@ -16,7 +22,7 @@ export interface PostgresOptions {
 
 export const openPostgres = (options: PostgresOptions): { source: ConnectionSource; close: () => Promise<void> } => {
   const sql = postgres(options.url, {
-    max: options.max ?? 32,
+    max: options.max ?? 16,
     onnotice: () => undefined,
     ...(options.searchPath ? { connection: { search_path: options.searchPath } } : {}),
     types: {

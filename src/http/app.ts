@@ -3,14 +3,15 @@
  * bridge from each route's Effect handler to HTTP through one ManagedRuntime. Routes stay thin:
  * this file does everything they would otherwise repeat.
  */
-import { Effect, Exit, Option, Schema, SchemaIssue } from "effect"
+import { Effect, Exit, Option, References, Schema, SchemaIssue } from "effect"
 import { Hono } from "hono"
 import { bodyLimit } from "hono/body-limit"
 import { methodNotAllowed } from "hono/method-not-allowed"
 import type { Context as HonoContext } from "hono"
+import { randomFillSync } from "node:crypto"
 import { Authenticator, type Principal } from "../../effects/auth/service.ts"
 import { type FieldIssue, PayloadTooLarge, ValidationError } from "../../effects/errors.ts"
-import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { AccessLog } from "../logger.ts"
 import { envelope } from "./envelope.ts"
 import { renderCause, renderError } from "./errors.ts"
 import type { AppRuntime } from "../layers.ts"
@@ -32,13 +33,27 @@ export const issuesOf = (issue: SchemaIssue.Issue, prefix: ReadonlyArray<Propert
     }
   })
 
-const decode = <T>(schema: Schema.Codec<T, unknown> | undefined, input: unknown) =>
-  schema
-    ? Effect.mapError(
-      Schema.decodeUnknownEffect(schema)(input, { errors: "all", onExcessProperty: "ignore" }),
-      (e) => issuesOf(e.issue),
-    )
-    : Effect.succeed(input as T)
+/** A decoder built once per route schema; `undefined` input schemas pass the input through. */
+const decoder = <T>(schema: Schema.Codec<T, unknown, never, never> | undefined) => {
+  if (!schema) return undefined
+  const decode = Schema.decodeUnknownEffect(schema)
+  return (input: unknown) =>
+    Effect.result(Effect.mapError(decode(input, { errors: "all", onExcessProperty: "ignore" }), (e) => issuesOf(e.issue)))
+}
+
+/** Request ids from a pool of random bytes (one CSPRNG call per ~340 requests, not per request). */
+const requestIds = () => {
+  const pool = Buffer.alloc(4092)
+  let at = pool.length
+  return () => {
+    if (at + 12 > pool.length) {
+      randomFillSync(pool)
+      at = 0
+    }
+    at += 12
+    return `req_${pool.toString("hex", at - 12, at)}`
+  }
+}
 
 const allowedContentType = (ct: string | undefined) => ct === undefined || /^application\/([a-z.+-]*\+)?json\b/i.test(ct)
 
@@ -63,9 +78,24 @@ export interface AppOptions {
   readonly maxBodyBytes: number
 }
 
+/** What the app reads from the runtime once, at its first request (the runtime may still be building when the app is made). */
+interface Ambient {
+  readonly accessLog: AccessLog["Service"]["write"] | "effect"
+  readonly tracing: boolean
+}
+
 export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
   const { runtime } = options
   const app = new Hono<Vars>({ strict: false })
+  const nextRequestId = requestIds()
+  let ambient: Ambient | undefined
+  let ambientLoading: Promise<Ambient> | undefined
+  const loadAmbient = () =>
+    (ambientLoading ??= runtime.runPromise(Effect.gen(function*() {
+      const access = yield* Effect.serviceOption(AccessLog)
+      const tracing = yield* References.TracerEnabled
+      return { accessLog: Option.isSome(access) ? access.value.write : "effect" as const, tracing }
+    })).then((a) => (ambient = a)))
 
   const send = (c: HonoContext<Vars>, status: number, body: Omit<Parameters<typeof envelope>[1], never>, headers: Record<string, string> = {}) => {
     for (const [k, v] of Object.entries(headers)) c.header(k, v)
@@ -93,17 +123,17 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
 
   app.use("*", async (c, next) => {
     const given = c.req.header("x-request-id")
-    const requestId = given && REQUEST_ID.test(given) ? given : `req_${randomHexSync(12)}`
+    const requestId = given && REQUEST_ID.test(given) ? given : nextRequestId()
     c.set("requestId", requestId)
     c.header("X-Request-Id", requestId)
     const started = performance.now()
+    const { accessLog } = ambient ?? (await loadAmbient())
     await next()
-    const ms = Math.round((performance.now() - started) * 10) / 10
-    runtime.runFork(
-      Effect.logInfo("http").pipe(
-        Effect.annotateLogs({ request_id: requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms }),
-      ),
-    )
+    // One line per request, written to the log buffer directly (no fiber, no Effect logger).
+    if (accessLog === undefined) return
+    const entry = { request_id: requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10 }
+    if (accessLog !== "effect") return accessLog(entry)
+    runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs(entry)))
   })
 
   app.use(
@@ -120,16 +150,24 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
     }),
   )
 
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: options.maxBodyBytes,
-      onError: (c) =>
-        sendError(c as HonoContext<Vars>, renderError(new PayloadTooLarge({ message: `request body exceeds ${options.maxBodyBytes} bytes` }))),
-    }),
-  )
+  const limitBody = bodyLimit({
+    maxSize: options.maxBodyBytes,
+    onError: (c) =>
+      sendError(c as HonoContext<Vars>, renderError(new PayloadTooLarge({ message: `request body exceeds ${options.maxBodyBytes} bytes` }))),
+  })
+  // Reads that announce no body skip the limit (hono's check materializes a whole Request).
+  const bodiless = new Set(["GET", "HEAD", "DELETE", "OPTIONS"])
+  app.use("*", (c, next) => {
+    const length = c.req.header("content-length")
+    if (bodiless.has(c.req.method) && (length === undefined || length === "0") && c.req.header("transfer-encoding") === undefined) return next()
+    return limitBody(c, next)
+  })
 
   for (const r of options.routes) {
+    const decodeParams = decoder(r.params)
+    const decodeQuery = decoder(r.query)
+    const decodeBody = decoder(r.body)
+    const span = `${r.method.toUpperCase()} ${r.path}`
     app.on(r.method.toUpperCase(), r.path, async (c) => {
       const requestId = c.get("requestId")
       const rawBody = r.body || r.rawBody ? await c.req.text() : ""
@@ -145,31 +183,35 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
         }
         // Credentials first: a caller without them learns nothing about what a body must look like.
         const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
-        const results = yield* Effect.all(
-          [
-            Effect.result(decode(r.params, c.req.param())),
-            Effect.result(decode(r.query, c.req.query())),
-            Effect.result(decode(r.body, parsed)),
-          ] as const,
-        )
-        const issues = results.flatMap((x) => (x._tag === "Failure" ? x.failure : []))
+        const issues: Array<FieldIssue> = []
+        const take = function*(decode: ReturnType<typeof decoder>, input: unknown) {
+          if (!decode) return input
+          const result = yield* decode(input)
+          if (result._tag === "Success") return result.success
+          issues.push(...result.failure)
+          return undefined
+        }
+        const params = yield* take(decodeParams, c.req.param())
+        const query = yield* take(decodeQuery, c.req.query())
+        const body = yield* take(decodeBody, parsed)
         if (issues.length > 0) {
           return yield* new ValidationError({ message: "request validation failed", issues })
         }
-        const [params, query, body] = results.map((x) => (x._tag === "Success" ? x.success : undefined))
         return yield* r.handler({
           body,
           query,
           params,
           principal,
           requestId,
-          ip: clientIp(c),
+          get ip() {
+            return clientIp(c)
+          },
           header: (name) => c.req.header(name),
           rawBody,
         })
-      }).pipe(Effect.annotateLogs({ request_id: requestId }), Effect.withSpan(`${r.method.toUpperCase()} ${r.path}`))
-
-      const exit = await runtime.runPromiseExit(program)
+      })
+      const annotated = Effect.annotateLogs(program, "request_id", requestId)
+      const exit = await runtime.runPromiseExit(ambient?.tracing ? Effect.withSpan(annotated, span) : annotated)
       if (Exit.isFailure(exit)) return sendError(c, renderCause(exit.cause))
       const reply = exit.value
       if (reply.raw) {

@@ -40,6 +40,10 @@ export const capabilityRoutes: ReadonlyArray<Route> = [
   ...eventEndpointRoutes,
 ]
 
+/** The documents depend only on the routes and the base URL: built at the first request, then served as they are. */
+const openApiJson = new Map<string, string>()
+let docsHtml: string | undefined
+
 const documentationRoutes: ReadonlyArray<Route> = [
   route({
     method: "get",
@@ -51,9 +55,9 @@ const documentationRoutes: ReadonlyArray<Route> = [
     handler: () =>
       Effect.gen(function*() {
         const config = yield* AppConfig
-        return ok(undefined, {
-          raw: { body: JSON.stringify(openApiDocument(capabilityRoutes, config.baseUrl)), contentType: "application/json" },
-        })
+        let body = openApiJson.get(config.baseUrl)
+        if (body === undefined) openApiJson.set(config.baseUrl, body = JSON.stringify(openApiDocument(capabilityRoutes, config.baseUrl)))
+        return ok(undefined, { raw: { body, contentType: "application/json" } })
       }),
   }),
   route({
@@ -63,7 +67,7 @@ const documentationRoutes: ReadonlyArray<Route> = [
     tag: "System",
     summary: "Readable API reference",
     internal: true,
-    handler: () => Effect.succeed(ok(undefined, { raw: { body: docsPage(capabilityRoutes), contentType: "text/html; charset=utf-8" } })),
+    handler: () => Effect.sync(() => ok(undefined, { raw: { body: (docsHtml ??= docsPage(capabilityRoutes)), contentType: "text/html; charset=utf-8" } })),
   }),
 ]
 

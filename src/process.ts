@@ -1,0 +1,123 @@
+/**
+ * The process around the service (src/main.ts), before any of it loads:
+ *
+ * - A lean heap. On Node the entry re-executes itself once (process.execve: same pid, same
+ *   stdio) with a 1 MB young generation (V8 reserves 16 MB per semi-space otherwise), glibc held
+ *   to two malloc arenas and a fixed mmap threshold: together ~150 MB less resident memory at
+ *   idle (bench/REPORT.md), for more scavenges under load. SERVICE_LEAN=0 turns it off; flags
+ *   and variables already given are kept.
+ * - WEB_CONCURRENCY=N on PostgreSQL: N worker processes (node:cluster) sharing the HTTP and SMTP
+ *   ports; background work already coordinates through the database (SKIP LOCKED, advisory
+ *   locks, AuthChanges). PGlite is one process by nature and Deno has no cluster: both run one
+ *   process and say so in the log.
+ */
+import cluster from "node:cluster"
+
+const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Record<string, unknown> = {}) =>
+  process.stdout.write(JSON.stringify({ message, level, timestamp: new Date().toISOString(), annotations }) + "\n")
+
+const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
+
+const LEAN_FLAGS = ["--max-semi-space-size=1"]
+
+/** Replaces the process with a lean one, once; returns when it does not (Deno, opted out, already lean). */
+export const becomeLean = (): void => {
+  const execve = (process as { execve?: (file: string, args: Array<string>, env: NodeJS.ProcessEnv) => never }).execve
+  if (isDeno || !execve || process.env.SERVICE_LEAN === "0" || process.env.SERVICE_LEAN_APPLIED === "1" || cluster.isWorker) return
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
+  const flags = LEAN_FLAGS.filter((f) => !given.some((g) => g.startsWith(f.split("=")[0]!)))
+  const env = {
+    ...process.env,
+    SERVICE_LEAN_APPLIED: "1",
+    MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2",
+    // A fixed threshold: large buffers are mmap'd and go back to the OS when freed (glibc raises
+    // it dynamically otherwise, and start-up's big buffers then stay in the heap for good).
+    MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? "65536",
+  }
+  try {
+    execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], env)
+  } catch {
+    // Not permitted here (sandbox, seccomp): run as we are.
+  }
+}
+
+/** WEB_CONCURRENCY as a process count; 1 when unset. */
+export const processCount = (raw = process.env.WEB_CONCURRENCY): number | "invalid" => {
+  if (raw === undefined || raw.trim() === "") return 1
+  const n = Number(raw)
+  return Number.isInteger(n) && n >= 1 && n <= 64 ? n : "invalid"
+}
+
+/**
+ * The cluster's primary when WEB_CONCURRENCY > 1 on PostgreSQL: forks the workers and never
+ * loads the service itself. Returns false when this process should run the service.
+ */
+export const runPrimary = (): boolean => {
+  if (cluster.isWorker) return false
+  const n = processCount()
+  if (n === "invalid") {
+    console.error("Invalid setting WEB_CONCURRENCY: expected an integer from 1 to 64")
+    process.exit(1)
+  }
+  if (n === 1) return false
+  if (!process.env.DATABASE_URL) {
+    log("WARN", "WEB_CONCURRENCY ignored: the embedded database (PGlite) serves one process; set DATABASE_URL to run several", { web_concurrency: n })
+    return false
+  }
+  if (isDeno) {
+    log("WARN", "WEB_CONCURRENCY ignored: Deno has no node:cluster; running one process", { web_concurrency: n })
+    return false
+  }
+
+  const ready = new Set<number>()
+  let stopping = false
+  let exitCode = 0
+  const fork = () => {
+    const worker = cluster.fork()
+    worker.on("message", (m: { type?: string }) => {
+      if (m?.type !== "ready") return
+      ready.add(worker.id)
+      if (ready.size === n) log("INFO", "all workers listening", { workers: n, pids: Object.values(cluster.workers ?? {}).map((w) => w?.process.pid) })
+    })
+  }
+  const alive = () => Object.values(cluster.workers ?? {}).filter((w) => w && !w.isDead())
+  const stopAll = (signal: NodeJS.Signals) => {
+    for (const w of alive()) w!.process.kill(signal)
+    if (alive().length === 0) process.exit(exitCode)
+    // The workers' own deadline is 15 s; this one only covers a worker that ignores its signal.
+    setTimeout(() => process.exit(1), 20_000).unref()
+  }
+  cluster.on("exit", (worker, code, signal) => {
+    const wasReady = ready.delete(worker.id)
+    if (stopping) {
+      if (code !== 0 && signal === null) exitCode = 1
+      if (alive().length === 0) process.exit(exitCode)
+      return
+    }
+    if (!wasReady) {
+      // It never started (bad setting, database unreachable): the others would fail the same way.
+      log("ERROR", "a worker failed to start; stopping", { pid: worker.process.pid, code, signal })
+      stopping = true
+      exitCode = 1
+      return stopAll("SIGTERM")
+    }
+    log("ERROR", "a worker died; starting another", { pid: worker.process.pid, code, signal })
+    setTimeout(() => stopping || fork(), 1000).unref()
+  })
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) return
+    stopping = true
+    log("INFO", "shutting down", { signal, workers: alive().length })
+    stopAll(signal)
+  }
+  process.on("SIGTERM", () => shutdown("SIGTERM"))
+  process.on("SIGINT", () => shutdown("SIGINT"))
+  log("INFO", "starting workers", { web_concurrency: n })
+  for (let i = 0; i < n; i++) fork()
+  return true
+}
+
+/** Tells the primary (if any) that this worker listens. */
+export const announceReady = (): void => {
+  if (cluster.isWorker) process.send?.({ type: "ready" })
+}
