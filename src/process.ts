@@ -2,10 +2,9 @@
  * The process around the service (src/main.ts), before any of it loads:
  *
  * - A lean heap. On Node the entry re-executes itself once (process.execve: same pid, same
- *   stdio) with a 1 MB young generation (V8 reserves 16 MB per semi-space otherwise), glibc held
- *   to two malloc arenas and a fixed mmap threshold: together ~150 MB less resident memory at
- *   idle (bench/REPORT.md), for more scavenges under load. SERVICE_LEAN=0 turns it off; flags
- *   and variables already given are kept.
+ *   stdio) with a smaller young generation, glibc held to two malloc arenas and a fixed mmap
+ *   threshold: together ~140 MB less resident memory at idle (bench/REPORT.md). SERVICE_LEAN=0
+ *   turns it off; flags and variables already given are kept.
  * - WEB_CONCURRENCY=N on PostgreSQL: N worker processes (node:cluster) sharing the HTTP and SMTP
  *   ports; background work already coordinates through the database (SKIP LOCKED, advisory
  *   locks, AuthChanges). PGlite is one process by nature and Deno has no cluster: both run one
@@ -18,7 +17,11 @@ const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Rec
 
 const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
-const LEAN_FLAGS = ["--max-semi-space-size=1"]
+/**
+ * 4 MB semi-spaces: idle RSS 221 MiB against 246 MiB with V8's 16 MB (and 216 with 1 MB), while
+ * 1 MB cost ~50 % more CPU per request in scavenges and early promotion (bench/REPORT.md).
+ */
+const LEAN_FLAGS = ["--max-semi-space-size=4"]
 
 /** Replaces the process with a lean one, once; returns when it does not (Deno, opted out, already lean). */
 export const becomeLean = (): void => {

@@ -29,6 +29,8 @@ const mutex = () => {
 export interface PgliteOptions {
   /** Directory for the files; undefined keeps the database in memory (tests). */
   readonly dataDir?: string
+  /** The database directory itself, unlocked (the first-start child process; see pglite-initdb.ts). */
+  readonly pgDir?: string
   /** A `dumpDataDir()` tarball to start from (fast test databases). */
   readonly loadDataDir?: Blob | File
 }
@@ -67,12 +69,12 @@ const takeLock = (dataDir: string): (() => void) => {
  */
 const POSTGRESQL_CONF = ["shared_buffers=16MB", "temp_buffers=2MB", "maintenance_work_mem=16MB"].join("\n")
 
-/** Runs initdb in a child process (see pglite-initdb.ts); false when that is not possible here. */
+/** Runs initdb and the migrations in a child process (see pglite-initdb.ts); false when that is not possible here. */
 const initdbApart = (pgDir: string): Promise<boolean> =>
   new Promise((resolve) => {
     const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "pglite-initdb.ts")
     const deno = (globalThis as { Deno?: unknown }).Deno !== undefined
-    const args = deno ? ["run", "--allow-read", "--allow-write", "--allow-env", script, pgDir] : [script, pgDir]
+    const args = deno ? ["run", "--allow-read", "--allow-write", "--allow-env", "--allow-sys", script, pgDir] : [script, pgDir]
     try {
       const child = spawn(process.execPath, args, { stdio: "ignore" })
       child.on("error", () => resolve(false))
@@ -84,9 +86,10 @@ const initdbApart = (pgDir: string): Promise<boolean> =>
 
 export const openPglite = async (options: PgliteOptions): Promise<{ source: ConnectionSource; pg: PGlite; close: () => Promise<void> }> => {
   const unlock = options.dataDir ? (fs.mkdirSync(path.resolve(options.dataDir), { recursive: true }), takeLock(path.resolve(options.dataDir))) : () => undefined
-  const pgDir = options.dataDir ? path.resolve(options.dataDir, "pg") : undefined
-  // First start: initdb elsewhere (if that fails, PGlite.create below runs it in-process).
-  if (pgDir && !options.loadDataDir && !fs.existsSync(path.join(pgDir, "PG_VERSION"))) await initdbApart(pgDir)
+  const pgDir = options.pgDir ?? (options.dataDir ? path.resolve(options.dataDir, "pg") : undefined)
+  // First start: initdb and migrations elsewhere (if that fails, PGlite.create below runs initdb
+  // in-process and the caller migrates).
+  if (options.dataDir && pgDir && !options.loadDataDir && !fs.existsSync(path.join(pgDir, "PG_VERSION"))) await initdbApart(pgDir)
   const pg = await PGlite.create({
     ...(pgDir ? { dataDir: pgDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),

@@ -119,7 +119,7 @@ describe("src/main.ts as a process", () => {
     const s = await startService({})
     await waitUntil(() => ready(s), 60_000, "readyz")
     const cmdline = fs.readFileSync(`/proc/${s.child.pid}/cmdline`, "utf8").split("\0")
-    expect(cmdline).toContain("--max-semi-space-size=1")
+    expect(cmdline).toContain("--max-semi-space-size=4")
     expect(fs.readFileSync(`/proc/${s.child.pid}/environ`, "utf8").split("\0")).toContain("MALLOC_ARENA_MAX=2")
     s.child.kill("SIGTERM")
     expect(await s.exited).toBe(0)
