@@ -81,6 +81,16 @@ export const route = <B = unknown, Q = unknown, P = unknown, A extends Auth = Au
 /** A successful reply. */
 export const ok = (data?: unknown, extra: Omit<Reply, "data"> = {}): Reply => ({ data, ...extra })
 
+/**
+ * A stored message as a download (`message/rfc822`, `<name>.eml`). Mail is untrusted content: the
+ * attachment disposition and `nosniff` keep a browser from rendering it as HTML.
+ */
+export const emlDownload = (body: Uint8Array | string, name: string): Reply =>
+  ok(undefined, {
+    raw: { body, contentType: "message/rfc822" },
+    headers: { "Content-Disposition": `attachment; filename="${name}.eml"`, "X-Content-Type-Options": "nosniff" },
+  })
+
 /** A service's answer as the reply's data. */
 export const okFrom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Reply, E, R> => Effect.map(effect, (data) => ok(data))
 

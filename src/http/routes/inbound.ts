@@ -7,7 +7,7 @@ import { InboundMessages } from "../../../effects/messages/service.ts"
 import { CreateReceivingDomain, ReceivingDomain } from "../../../effects/receiving-domains/schema.ts"
 import { ReceivingDomains } from "../../../effects/receiving-domains/service.ts"
 import { IdParams } from "../../../effects/shared/schema.ts"
-import { ok, route } from "../route.ts"
+import { emlDownload, ok, route } from "../route.ts"
 
 const addressRoutes = [
   route({
@@ -89,15 +89,7 @@ const messageRoutes = [
     summary: "The message as received (message/rfc822)",
     params: IdParams,
     handler: ({ params, principal }) =>
-      InboundMessages.use((m) => m.raw(principal.userId, params.id)).pipe(
-        Effect.map((raw) =>
-          ok(undefined, {
-            raw: { body: raw, contentType: "message/rfc822" },
-            // Mail is untrusted content: never let a browser sniff it into HTML.
-            headers: { "Content-Disposition": `attachment; filename="message-${params.id}.eml"`, "X-Content-Type-Options": "nosniff" },
-          })
-        ),
-      ),
+      Effect.map(InboundMessages.use((m) => m.raw(principal.userId, params.id)), (raw) => emlDownload(raw, `message-${params.id}`)),
   }),
   route({
     method: "patch",

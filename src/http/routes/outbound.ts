@@ -14,7 +14,7 @@ import {
 } from "../../../effects/outbound/schema.ts"
 import { Outbound, type Sent } from "../../../effects/outbound/service.ts"
 import { IdParams, PageQuery, Text } from "../../../effects/shared/schema.ts"
-import { ok, okFrom, paged, route } from "../route.ts"
+import { emlDownload, ok, okFrom, paged, route } from "../route.ts"
 
 const tag = "Outbound email"
 
@@ -112,12 +112,7 @@ export const outboundRoutes = [
     description: "Only while SMTP_RELAY_URL is unset (the embedded default): what would have been sent, DKIM signature included. 404 for mail handed to a relay.",
     params: IdParams,
     handler: ({ params, principal }) =>
-      Effect.map(Outbound.use((o) => o.captured(principal.userId, params.id)), (raw) =>
-        ok(undefined, {
-          raw: { body: raw, contentType: "message/rfc822" },
-          // A download, never something a browser renders.
-          headers: { "Content-Disposition": `attachment; filename="outbound-${params.id}.eml"`, "X-Content-Type-Options": "nosniff" },
-        })),
+      Effect.map(Outbound.use((o) => o.captured(principal.userId, params.id)), (raw) => emlDownload(raw, `outbound-${params.id}`)),
   }),
   route({
     method: "get",

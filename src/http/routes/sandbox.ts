@@ -12,7 +12,7 @@ import {
 } from "../../../effects/sandbox/schema.ts"
 import { Sandbox } from "../../../effects/sandbox/service.ts"
 import { IdParams, PageQuery, paging } from "../../../effects/shared/schema.ts"
-import { ok, route } from "../route.ts"
+import { emlDownload, ok, route } from "../route.ts"
 
 const common = { auth: "key", scope: "sandbox", tag: "Sandbox" } as const
 
@@ -108,12 +108,7 @@ const messageRoutes = [
     summary: "A captured message exactly as submitted (message/rfc822)",
     params: IdParams,
     handler: ({ params, principal }) =>
-      Effect.map(Sandbox.use((s) => s.raw(principal.userId, params.id)), (raw) =>
-        ok(undefined, {
-          raw: { body: raw, contentType: "message/rfc822" },
-          // Mail is untrusted content: never let a browser sniff it into HTML.
-          headers: { "Content-Disposition": `attachment; filename="sandbox-${params.id}.eml"`, "X-Content-Type-Options": "nosniff" },
-        })),
+      Effect.map(Sandbox.use((s) => s.raw(principal.userId, params.id)), (raw) => emlDownload(raw, `sandbox-${params.id}`)),
   }),
   route({
     ...common,
