@@ -27,8 +27,8 @@ import * as path from "node:path"
 import { Billing } from "../effects/billing/service.ts"
 import { Database } from "../effects/ports/Database.ts"
 import { randomHexSync } from "../effects/shared/crypto.ts"
+import { scratchDatabase } from "./scratch-database.ts"
 import { loadSettings } from "../src/config.ts"
-import { openPostgres } from "../src/db/postgres.ts"
 import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
 import { freePort, peakRssMiB, run, waitUntil } from "./mx-support.ts"
@@ -170,20 +170,9 @@ const startProc = async (args: Array<string>, env: Record<string, string>, port:
 const benchEngine = async (engine: Engine) => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-http-"))
   const peerDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-http-peer-"))
-  let databaseUrl: string | undefined
-  let dropDatabase = async () => {}
-  if (engine === "postgres") {
-    const name = `bench_http_${randomHexSync(4)}`
-    const admin = openPostgres({ url: PG_URL, max: 1 })
-    await admin.source.query(`CREATE DATABASE ${name}`)
-    const url = new URL(PG_URL)
-    url.pathname = `/${name}`
-    databaseUrl = url.toString()
-    dropDatabase = async () => {
-      await admin.source.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await admin.close()
-    }
-  }
+  const scratch = await scratchDatabase(engine, PG_URL, "bench_http")
+  const databaseUrl = scratch.url
+
   const [httpPort, smtpPort, sandboxPort, smtpsPort, peerPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()])
   const env: Record<string, string> = {
     PORT: String(httpPort),
@@ -258,7 +247,7 @@ const benchEngine = async (engine: Engine) => {
     service.child.kill("SIGTERM")
     await Promise.all([peer.exited, service.exited])
   } finally {
-    await dropDatabase()
+    await scratch.drop()
     fs.rmSync(dataDir, { recursive: true, force: true })
     fs.rmSync(peerDir, { recursive: true, force: true })
   }

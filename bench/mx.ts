@@ -24,6 +24,7 @@ import * as path from "node:path"
 import { Billing } from "../effects/billing/service.ts"
 import { Database } from "../effects/ports/Database.ts"
 import { randomHexSync } from "../effects/shared/crypto.ts"
+import { scratchDatabase } from "./scratch-database.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
 import { loadSettings } from "../src/config.ts"
 import { openPglite } from "../src/db/pglite.ts"
@@ -67,20 +68,9 @@ dns.negativeTtl(300)
 const startService = async (engine: Engine, accounts: number, webhookUrl?: string) => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-mx-"))
   const [httpPort, smtpPort, sandboxPort] = [await freePort(), await freePort(), await freePort()]
-  let databaseUrl: string | undefined
-  let dropDatabase = async () => {}
-  if (engine === "postgres") {
-    const name = `bench_${randomHexSync(4)}`
-    const admin = openPostgres({ url: PG_URL, max: 1 })
-    await admin.source.query(`CREATE DATABASE ${name}`)
-    const url = new URL(PG_URL)
-    url.pathname = `/${name}`
-    databaseUrl = url.toString()
-    dropDatabase = async () => {
-      await admin.source.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await admin.close()
-    }
-  }
+  const scratch = await scratchDatabase(engine, PG_URL, "bench")
+  const databaseUrl = scratch.url
+
   const env: Record<string, string> = {
     PORT: String(httpPort),
     SMTP_PORT: String(smtpPort),
@@ -143,7 +133,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
         row = (await c.source.query(count))[0] as typeof row
         await c.close()
       }
-      await dropDatabase()
+      await scratch.drop()
       fs.rmSync(dataDir, { recursive: true, force: true })
       return row
     },
