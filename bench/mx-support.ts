@@ -58,6 +58,22 @@ export const cpuSeconds = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
+/**
+ * CPU seconds of every PostgreSQL server process (the postmaster's children: backends, WAL
+ * writer, checkpointer): what the database spends on the load, which the service's own CPU does
+ * not show. Processes that ended meanwhile are missed; backends of the service live as long as it.
+ */
+export const postgresCpuSeconds = (): number => {
+  let total = 0
+  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "postgres") continue
+      total += cpuSeconds(Number(pid))
+    } catch { /* gone meanwhile */ }
+  }
+  return total
+}
+
 export const quantile = (values: ReadonlyArray<number>, q: number): number => {
   if (values.length === 0) return NaN
   const sorted = [...values].sort((a, b) => a - b)

@@ -65,6 +65,11 @@ export interface Settings {
   readonly smtpMaxSessionsPerIp: number
   /** Message bytes the SMTP servers hold in memory together; larger messages spool to DATA_DIR. */
   readonly smtpMemoryBytes: number
+  /**
+   * INGEST_THREADS: worker threads that authenticate and parse received mail (0: on the event
+   * loop). Default: one fewer than the cores, 1 to 4.
+   */
+  readonly ingestThreads: number
 }
 
 export type PaymentProvider = "fake" | "http"

@@ -6,6 +6,7 @@
  */
 import { Config, ConfigProvider, Duration, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import type { Settings } from "../effects/config.ts"
 import { fromHex, randomHexSync } from "../effects/shared/crypto.ts"
@@ -73,6 +74,8 @@ const raw = Config.all({
   platformMail: optionalString("PLATFORM_MAIL"),
   smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
+  // One core stays for the event loop (SMTP, HTTP, commits); the rest prepare mail, at most 4.
+  ingestThreads: Config.Int("INGEST_THREADS").pipe(Config.withDefault(Math.max(1, Math.min(4, os.availableParallelism() - 1)))),
 })
 
 /** An explicit provider choice: unset, or one of its names (src/production.ts). */
@@ -126,6 +129,9 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     }
     if (r.smtpMaxSessionsPerIp < 1) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
+    }
+    if (r.ingestThreads < 0 || r.ingestThreads > 64) {
+      return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }
     if (r.smtpMemoryBytes < 1024 * 1024) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MEMORY_BYTES: expected at least 1048576 (1 MiB)" })

@@ -46,6 +46,7 @@ import { endpointSubscriber, webhookSubscriber } from "../effects/webhooks/event
 import { EventDeliveries } from "../effects/webhooks/event-deliveries.ts"
 import { EventEndpoints } from "../effects/webhooks/endpoints.ts"
 import { Webhooks } from "../effects/webhooks/service.ts"
+import { messagePreparerLayer } from "./ingest/prepare-pool.ts"
 import { dnsLayer } from "./providers/dns.ts"
 import { outboundMailerLayer } from "./providers/outbound-mailer.ts"
 import { SmtpMemory } from "./smtp/limits.ts"
@@ -125,10 +126,20 @@ const messageEvents = Layer.effect(
   }),
 )
 
+/** Where received mail is authenticated and parsed: INGEST_THREADS worker threads, or the event loop. */
+const messagePreparer = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  return messagePreparerLayer(config.ingestThreads)
+}))
+
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */
 const tier3 = Layer.mergeAll(
-  // Ingest: RCPT lookups, the holds on money promised at RCPT, and the one writer fiber (actor).
-  Ingest.layer.pipe(Layer.provideMerge(Layer.mergeAll(Recipients.layer, Reservations.layer, IngestWriter.layer))),
+  // Ingest: RCPT lookups, the holds on money promised at RCPT, the prepare threads and the one
+  // writer fiber (actor).
+  Ingest.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(Reservations.layer, messagePreparer, IngestWriter.layer)),
+    Layer.provideMerge(Recipients.layer),
+  ),
   InboundAddresses.layer,
   AgentConfigs.layer,
   Layer.empty,

@@ -12,6 +12,7 @@ import { Config, Context, Effect, Layer, Logger, Option, References } from "effe
 import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import * as OtlpSerialization from "effect/observability/OtlpSerialization"
 import * as OtlpTracer from "effect/observability/OtlpTracer"
+import cluster from "node:cluster"
 import * as fs from "node:fs"
 
 const levels = { debug: "Debug", info: "Info", warn: "Warn", error: "Error" } as const
@@ -35,6 +36,11 @@ export interface SinkOptions {
   readonly batchBytes?: number
   /** Beyond this many bytes waiting (a reader that stopped reading), lines are dropped and counted. */
   readonly maxBufferedBytes?: number
+  /**
+   * Bytes per write at most, unless one line is longer (default PIPE_BUF: atomic on a pipe that
+   * several processes share).
+   */
+  readonly chunkBytes?: number
 }
 
 /** Where a sink's chunks go: an asynchronous write (may be partial) and a synchronous one. */
@@ -59,6 +65,7 @@ export const makeSink = (target: SinkTarget, options: SinkOptions = {}): LogSink
   const maxDelayMs = options.maxDelayMs ?? 20
   const batchBytes = options.batchBytes ?? 64 * 1024
   const maxBufferedBytes = options.maxBufferedBytes ?? 16 * 1024 * 1024
+  const chunkBytes = options.chunkBytes ?? PIPE_BUF
   let pending: Array<string> = []
   let head = 0
   let pendingBytes = 0
@@ -68,9 +75,9 @@ export const makeSink = (target: SinkTarget, options: SinkOptions = {}): LogSink
   let waiters: Array<() => void> = []
 
   /**
-   * The next chunk to write: whole lines, at most PIPE_BUF bytes unless one line is longer. A
-   * write of up to PIPE_BUF bytes to a pipe is atomic, so the lines of several processes sharing
-   * stdout (WEB_CONCURRENCY) never interleave mid-line.
+   * The next chunk to write: whole lines, at most `chunkBytes` unless one line is longer. A write
+   * of up to PIPE_BUF bytes to a pipe is atomic, so with that bound the lines of several processes
+   * sharing stdout (WEB_CONCURRENCY) never interleave mid-line.
    */
   const take = (): Buffer | undefined => {
     if (dropped > 0) {
@@ -84,7 +91,7 @@ export const makeSink = (target: SinkTarget, options: SinkOptions = {}): LogSink
     let chars = 0
     while (head < pending.length) {
       const size = Buffer.byteLength(pending[head]!)
-      if (head > from && bytes + size > PIPE_BUF) break
+      if (head > from && bytes + size > chunkBytes) break
       bytes += size
       chars += pending[head++]!.length
     }
@@ -167,11 +174,20 @@ export const makeSink = (target: SinkTarget, options: SinkOptions = {}): LogSink
   }
 }
 
+/**
+ * Bytes per write to stdout for a process that has it to itself. One write at a time goes
+ * through the thread pool and its completion waits for a turn of a busy event loop, so PIPE_BUF
+ * chunks (~1 per ms) could not keep up with the access log at ~10k requests/s: the buffer filled
+ * to its bound (tens of MB of live heap, longer GC pauses) and lines were dropped.
+ */
+const SOLE_WRITER_CHUNK_BYTES = 1024 * 1024
+
 let stdout: LogSink | undefined
 /** The process's stdout as a buffered sink, flushed synchronously when the process exits. */
 export const stdoutSink = (): LogSink => {
   if (!stdout) {
-    const sink = makeFdSink(1)
+    // Workers of a cluster share the pipe: their writes stay atomic.
+    const sink = makeFdSink(1, { chunkBytes: cluster.isWorker ? PIPE_BUF : SOLE_WRITER_CHUNK_BYTES })
     process.once("exit", () => sink.flushSync())
     stdout = sink
   }

@@ -39,6 +39,9 @@ export const returnPathKey = (r: VerpRecipient): string => `${r.emailId}.${r.rec
 
 export const newEnvelope = (): Envelope => ({ destinations: new Map(), returnPaths: new Map(), held: new Map() })
 
+/** Nothing admitted and nothing held: ending the transaction has nothing to let go. */
+export const isEmpty = (e: Envelope): boolean => e.held.size === 0 && e.destinations.size === 0 && e.returnPaths.size === 0
+
 export interface ReservationsShape {
   /** TZS held for an account by every open transaction of this process. */
   readonly heldFor: (userId: number) => number

@@ -5,6 +5,7 @@
  * stream instead of being concatenated with the body.
  */
 import { Readable } from "node:stream"
+import type { MessageSource } from "./prepare.ts"
 
 export interface MessageBytes {
   readonly size: number
@@ -14,6 +15,22 @@ export interface MessageBytes {
   readonly read: () => Promise<Buffer>
   /** Lets go of the bytes (removes a spool file); idempotent. */
   readonly dispose: () => Promise<void>
+  /**
+   * The bytes for the prepare step: in memory, one contiguous copy of its own (never a slice of
+   * a pooled buffer, so it can be transferred to a worker thread); spooled, the file's path.
+   */
+  readonly source: () => MessageSource
+}
+
+/** `size` bytes from `chunks` in a fresh ArrayBuffer of exactly that size (transferable). */
+export const ownedCopy = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
+  const out = new Uint8Array(size)
+  let at = 0
+  for (const c of chunks) {
+    out.set(c, at)
+    at += c.byteLength
+  }
+  return out
 }
 
 /** Bytes held in memory, as the chunks they arrived in. */
@@ -25,6 +42,7 @@ export const inMemory = (data: Uint8Array | ReadonlyArray<Uint8Array>): MessageB
     stream: (prefix) => Readable.from(prefix && prefix.length > 0 ? [Buffer.from(prefix), ...chunks] : chunks, { objectMode: false }),
     read: async () => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
     dispose: async () => undefined,
+    source: () => ({ _tag: "Memory", bytes: ownedCopy(chunks, size) }),
   }
 }
 

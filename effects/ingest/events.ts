@@ -20,7 +20,6 @@ export interface StoredMessage {
   readonly toAddr: string
   readonly subject: string
   readonly textBody: string
-  readonly headers: Readonly<Record<string, unknown>>
   readonly receivedAt: Date
 }
 

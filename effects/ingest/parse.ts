@@ -5,7 +5,8 @@
  */
 import { Effect, Schema } from "effect"
 import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
-import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
+import type { Readable } from "node:stream"
+import { isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { CharsetDecoder } from "./charsets.ts"
 import { pgSafe } from "./text.ts"
 
@@ -61,33 +62,56 @@ const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<
   return Object.fromEntries(out)
 }
 
-/** Parses the message, `prefix` (the trace header) first, streaming from wherever the bytes are. */
-export const parseMessage = (raw: Uint8Array | MessageBytes, prefix?: Uint8Array) =>
-  Effect.tryPromise({
-    try: () =>
-      simpleParser((isMessageBytes(raw) ? raw : inMemory(raw)).stream(prefix), {
-        // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
-        keepCidLinks: true,
-        skipTextToHtml: true,
-        skipImageLinks: true,
-        maxHtmlLengthToParse: 4 * 1024 * 1024,
-        Iconv: CharsetDecoder as unknown as SimpleParserOptions["Iconv"],
-      }),
-    catch: (e) => new MalformedMessage({ message: e instanceof Error ? e.message : String(e) }),
-  }).pipe(
-    Effect.map((mail): ParsedMessage => ({
-      from: pgSafe(addressText(mail.from)),
-      subject: pgSafe(mail.subject ?? ""),
-      text: pgSafe(mail.text ?? ""),
-      html: pgSafe(typeof mail.html === "string" ? mail.html : ""),
-      messageId: mail.messageId ? pgSafe(mail.messageId) : null,
-      headers: headerMap(mail.headerLines),
-      attachments: mail.attachments.map((a) => ({
-        filename: pgSafe(a.filename ?? ""),
-        contentType: pgSafe(a.contentType || "application/octet-stream"),
-        contentId: a.cid ? pgSafe(a.cid) : a.contentId ? pgSafe(a.contentId.replace(/^<|>$/g, "")) : null,
-        content: a.content,
-      })),
+/**
+ * The header lines of a header block we wrote ourselves (the trace: Authentication-Results,
+ * Received-SPF, Received), in mailparser's `headerLines` shape: one entry per header, folded
+ * continuation lines kept in `line`.
+ */
+export const headerLinesOf = (block: string): Array<{ key: string; line: string }> =>
+  block.split(/\r?\n(?![ \t])/).filter((line) => line.trim() !== "").map((line) => ({
+    key: line.slice(0, Math.max(0, line.indexOf(":"))).trim().toLowerCase(),
+    line,
+  }))
+
+const PARSER_OPTIONS = {
+  // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
+  keepCidLinks: true,
+  skipTextToHtml: true,
+  skipImageLinks: true,
+  maxHtmlLengthToParse: 4 * 1024 * 1024,
+  Iconv: CharsetDecoder as unknown as SimpleParserOptions["Iconv"],
+} as SimpleParserOptions
+
+/**
+ * Parses a message (a buffer parses faster than a stream of it; a spooled message comes as a
+ * stream). `prefix`: header lines that go in front of the message's own in the header map (the
+ * trace this MX wrote), so the body is never copied to put them in front of it. Rejects when
+ * mailparser gives up.
+ */
+export const parseMail = async (
+  source: Buffer | Readable,
+  prefix: ReadonlyArray<{ key: string; line: string }> = [],
+): Promise<ParsedMessage> => {
+  const mail = await simpleParser(source, PARSER_OPTIONS)
+  return {
+    from: pgSafe(addressText(mail.from)),
+    subject: pgSafe(mail.subject ?? ""),
+    text: pgSafe(mail.text ?? ""),
+    html: pgSafe(typeof mail.html === "string" ? mail.html : ""),
+    messageId: mail.messageId ? pgSafe(mail.messageId) : null,
+    headers: headerMap(prefix.length > 0 ? [...prefix, ...mail.headerLines] : mail.headerLines),
+    attachments: mail.attachments.map((a) => ({
+      filename: pgSafe(a.filename ?? ""),
+      contentType: pgSafe(a.contentType || "application/octet-stream"),
+      contentId: a.cid ? pgSafe(a.cid) : a.contentId ? pgSafe(a.contentId.replace(/^<|>$/g, "")) : null,
+      content: a.content,
     })),
-    Effect.withSpan("Ingest.parse"),
-  )
+  }
+}
+
+/** `parseMail` as an Effect (the sandbox's capture), streaming from wherever the bytes are. */
+export const parseMessage = (raw: Uint8Array | MessageBytes) =>
+  Effect.tryPromise({
+    try: () => (isMessageBytes(raw) ? parseMail(raw.stream()) : parseMail(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))),
+    catch: (e) => new MalformedMessage({ message: e instanceof Error ? e.message : String(e) }),
+  })

@@ -4,9 +4,9 @@
  * address copy is charged 5 TZS; the rows, the debits and the follow-up work (MessageEvents) go
  * in one transaction, so the sender's 250 means all of it committed and a refusal means none.
  *
- * The expensive, per-message work (authentication, parsing, encoding the rows) runs in the
- * session's own fiber; the storing goes to the ingest actor (./writer.ts), which commits many
- * messages per transaction. RCPT lookups are batched per tick (./recipients.ts) and money
+ * The expensive, per-message work (authentication, parsing, encoding the row) goes to the
+ * MessagePreparer (worker threads, ./preparer.ts); the storing goes to the ingest actor
+ * (./writer.ts), which commits many messages per transaction. RCPT lookups are batched per tick (./recipients.ts) and money
  * promised at RCPT is held until commit (./admission.ts).
  *
  * A VERP return path (bounces and complaints of outbound mail) is another class of recipient:
@@ -23,16 +23,13 @@ import { Bounces } from "../bounces/service.ts"
 import { AppConfig } from "../config.ts"
 import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
-import type { Dns } from "../ports/Dns.ts"
 import { randomHex } from "../shared/crypto.ts"
 import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
-import { authenticateMessage } from "./authenticate.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
-import { type MalformedMessage, parseMessage } from "./parse.ts"
+import type { MalformedMessage } from "./parse.ts"
+import { MessagePreparer } from "./preparer.ts"
 import { Recipients } from "./recipients.ts"
-import { attachmentRows, messageColumns } from "./rows.ts"
-import { jsonSafe, pgSafe } from "./text.ts"
-import { receivedHeader } from "./trace.ts"
+import { pgSafe } from "./text.ts"
 import type { Prepared } from "./store.ts"
 import { IngestWriter } from "./writer.ts"
 
@@ -88,14 +85,16 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const reservations = yield* Reservations
       const writer = yield* IngestWriter
       const bounces = yield* Bounces
-      const context = yield* Effect.context<Dns>()
+      const preparer = yield* MessagePreparer
       // Transaction ids for the Received line and logs: a random prefix per process and a
       // counter (a random draw per message cost more CPU than the id is worth).
       const idPrefix = yield* randomHex(4)
       let idSeq = 0
       const transactionId = () => idPrefix + ((idSeq++) >>> 0).toString(16).padStart(8, "0")
 
-      const admit = Effect.fn("Ingest.admit")(function*(recipient: string, envelope: Envelope) {
+      // The per-message steps are untraced (no span): a span with its stack trace per RCPT and per
+      // message measured as a few percent of the MX's event loop; the SMTP server logs its errors.
+      const admit = Effect.fnUntraced(function*(recipient: string, envelope: Envelope) {
         const target = yield* recipients.lookup(recipient)
         if (target._tag === "ReturnPath") {
           const key = returnPathKey(target.recipient)
@@ -150,7 +149,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           yield* Effect.forEach(returnPaths, (p) => bounces.process({ raw, mailFrom, recipient: p.recipient }), { discard: true })
         })
 
-      const deliver = Effect.fn("Ingest.deliver")(function*(d: Delivery) {
+      const deliver = Effect.fnUntraced(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
         const { destinations, returnPaths } = d.destinations ? { destinations: d.destinations, returnPaths: d.returnPaths ?? [] } : yield* targetsOf(d.recipients)
         if (destinations.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
@@ -158,25 +157,16 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         if (destinations.length === 0) return []
         // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
         const stored = yield* writer.store(Effect.gen(function*() {
-          const at = new Date(Number(yield* Clock.currentTimeMillis))
-          const auth = yield* authenticateMessage(message, { ip: d.client.ip, helo: d.client.helo, sender: d.mailFrom, mta: config.mxHost })
-            .pipe(Effect.provideContext(context))
-          const id = transactionId()
-          const trace = Buffer.from(auth.headers + receivedHeader({ ...d.client, mta: config.mxHost, id, at }), "utf8")
-          const parsed = yield* parseMessage(message, trace)
-          const body = yield* Effect.promise(() => message.read())
-          return {
-            destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })),
-            columns: messageColumns(parsed, d.mailFrom),
-            authResults: jsonSafe(auth.results),
-            attachments: attachmentRows(parsed),
-            trace: trace.toString("base64"),
-            body: body.toString("base64"),
-            size: trace.length + message.size,
+          const at = Number(yield* Clock.currentTimeMillis)
+          const prepared = yield* preparer.prepare({
+            source: message.source(),
+            mailFrom: d.mailFrom,
+            client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
+            mta: config.mxHost,
+            id: transactionId(),
             at,
-            tls: d.client.tls ?? null,
-            summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
-          } satisfies Prepared
+          })
+          return { destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })), message: prepared, at: new Date(at) } satisfies Prepared
         }))
         return stored.map((m) => m.id)
       })

@@ -1,15 +1,18 @@
 /**
  * The batch commit: many received messages stored and charged in one transaction, in a fixed
- * number of statements whatever the batch holds: one call (`ingest_commit`, migration 024) that
+ * number of statements whatever the batch holds: one call (`ingest_batch`, migration 026) that
  * locks, admits, stores and charges, then each subscriber once. The call keeps its plans for the
  * session (PGlite plans in WASM, which cost more than the inserts) and is one round trip to a
- * PostgreSQL server where the four statements it replaced were four.
+ * PostgreSQL server.
  *
  * Inside it, locks are taken in one global order, address rows by id, then wallets by user id,
  * before anything is written; two batches (two instances on one PostgreSQL) touching the same
  * account therefore queue behind each other instead of deadlocking, and neither can overdraw.
  * Messages are admitted in arrival order while the locked balance covers them, each whole or not
  * at all across the accounts it reaches; the rest are refused with nothing written for them.
+ *
+ * Each message's row arrives already encoded as JSON text (./prepare.ts, on a worker thread): the
+ * batch parameter is those texts joined, so the event loop never serialises a message body.
  */
 import { Effect } from "effect"
 import { UnknownRecipient } from "../addresses/errors.ts"
@@ -18,26 +21,15 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DatabaseShape } from "../ports/Database.ts"
 import type { AdmittedDestination } from "./admission.ts"
 import type { MessageEventsShape, StoredMessage } from "./events.ts"
-import type { AttachmentRow, MessageColumns } from "./rows.ts"
+import type { PreparedMessage } from "./prepare.ts"
 
-/** A message ready to store: parsed, authenticated, every value already safe for its column. */
+/** A message ready to store: authenticated, parsed, its row encoded, and where its copies go. */
 export interface Prepared {
   /** One per address, in RCPT order. */
   readonly destinations: ReadonlyArray<AdmittedDestination>
-  readonly columns: MessageColumns
-  /** The verdicts (for a `jsonb` column). */
-  readonly authResults: unknown
-  readonly attachments: ReadonlyArray<AttachmentRow>
-  /** Base64 of the trace header and of the message as received; stored as their concatenation. */
-  readonly trace: string
-  readonly body: string
-  /** Bytes of trace + body. */
-  readonly size: number
+  readonly message: PreparedMessage
+  /** When it was received (the row says the same). */
   readonly at: Date
-  /** The session's TLS (`{protocol, cipher}`, for a `jsonb` column), or null in plaintext. */
-  readonly tls?: { readonly protocol: string; readonly cipher: string } | null
-  /** What subscribers are told about each stored copy. */
-  readonly summary: { readonly subject: string; readonly textBody: string; readonly headers: Readonly<Record<string, unknown>> }
 }
 
 export type Outcome =
@@ -50,33 +42,38 @@ interface Answer {
     | { readonly i: number; readonly reason: "balance"; readonly required: number; readonly balance: number }
   >
   readonly stored: ReadonlyArray<{ readonly i: number; readonly id: number; readonly address_id: number; readonly user_id: number }>
+  /** The locked wallets and the balances this transaction leaves them with (parallel arrays). */
+  readonly wallets: ReadonlyArray<number>
+  readonly balances: ReadonlyArray<number>
 }
 
-/** The call's one parameter: the small destinations first (admission reads them), then the rows. */
-const batchJson = (batch: ReadonlyArray<Prepared>): string =>
-  JSON.stringify({
-    price: PRICE_PER_MESSAGE_TZS,
-    destinations: batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt }))),
-    messages: batch.map((p, i) => ({
-      i,
-      trace: p.trace,
-      body: p.body,
-      size: p.size,
-      at: p.at,
-      ...p.columns,
-      auth_results: p.authResults,
-      tls: p.tls ?? null,
-    })),
-    attachments: batch.flatMap((p, i) => p.attachments.map((a) => ({ i, ...a }))),
+/**
+ * The call's one parameter: the small destinations first (admission reads them), then the rows
+ * as encoded, joined as bytes and decoded once (one string per batch on the event loop, not one
+ * per message).
+ */
+export const batchJson = (batch: ReadonlyArray<Prepared>): string => {
+  const head = `{"price":${PRICE_PER_MESSAGE_TZS},"destinations":${
+    JSON.stringify(batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt }))))
+  },"messages":[`
+  const parts: Array<Uint8Array> = [Buffer.from(head)]
+  batch.forEach((p, i) => {
+    if (i > 0) parts.push(COMMA)
+    parts.push(p.message.row)
   })
+  parts.push(TAIL)
+  return Buffer.concat(parts).toString("utf8")
+}
+const COMMA = Buffer.from(",")
+const TAIL = Buffer.from("]}")
 
 /**
- * Commits `batch` in the caller's transaction; returns one outcome per message, in order, and
- * what the subscribers want done once the transaction committed.
+ * Commits `batch` in the caller's transaction; returns one outcome per message, in order, the
+ * balances it left, and what the subscribers want done once the transaction committed.
  */
 export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
-    const [row] = yield* db.query<{ answer: Answer | string }>("SELECT ingest_commit($1::jsonb) AS answer", [batchJson(batch)])
+    const [row] = yield* db.query<{ answer: Answer | string }>("SELECT ingest_batch($1::jsonb) AS answer", [batchJson(batch)])
     const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer
     const mine: Array<Array<StoredMessage>> = batch.map(() => [])
     const outcomes: Array<Outcome> = mine.map((messages) => ({ _tag: "Stored", messages }))
@@ -98,18 +95,18 @@ export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch
         id: Number(s.id),
         userId: Number(s.user_id),
         addressId: Number(s.address_id),
-        fromAddr: p.columns.from_addr,
+        fromAddr: p.message.fromAddr,
         toAddr: p.destinations.find((r) => r.addressId === Number(s.address_id))!.rcpt,
-        subject: p.summary.subject,
-        textBody: p.summary.textBody,
-        headers: p.summary.headers,
+        subject: p.message.subject,
+        textBody: p.message.textBody,
         receivedAt: p.at,
       }
     })
     answer.stored.forEach((s, k) => mine[s.i]!.push(stored[k]!))
-    if (stored.length === 0) return { outcomes, afterCommit: Effect.void }
+    const balances = answer.wallets.map((userId, k) => ({ userId: Number(userId), balance: Number(answer.balances[k]) }))
+    if (stored.length === 0) return { outcomes, balances, afterCommit: Effect.void }
 
     // Follow-up work of the subscriptions that exist (their statements go out together).
     const afterCommit = yield* events.stored(stored)
-    return { outcomes, afterCommit }
+    return { outcomes, balances, afterCommit }
   })

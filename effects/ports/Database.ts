@@ -32,6 +32,13 @@ export interface DatabaseShape {
   readonly exec: (script: string) => Effect.Effect<void, DbError>
   /** Which engine is behind the port; tests and benchmarks report it. */
   readonly dialect: "pglite" | "postgres"
+  /**
+   * Calls `changed` whenever a statement of this process writes one of `tables` (INSERT, UPDATE,
+   * DELETE, TRUNCATE naming it): when the statement is sent and again once it committed (at the
+   * end of its transaction). For caches of this process that must not outlive a change made
+   * through the port; changes made by other processes are theirs to bound (a TTL).
+   */
+  readonly watchWrites: (tables: ReadonlyArray<string>, changed: () => void) => void
 }
 
 export class Database extends Context.Service<Database, DatabaseShape>()("app/Database") {}

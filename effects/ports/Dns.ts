@@ -3,7 +3,7 @@
  * incoming mail. The live adapter (src/providers/dns.ts) asks the servers in DNS_SERVERS (or the
  * system resolver); tests point it at a DNS server on loopback.
  */
-import { Context, type Effect, Schema } from "effect"
+import { Context, type Effect, type Exit, Schema } from "effect"
 
 /** A failed lookup. `code` is the resolver's (ENOTFOUND, ENODATA, ETIMEOUT, ESERVFAIL, …). */
 export class DnsError extends Schema.TaggedError<DnsError>()("DnsError", {
@@ -33,10 +33,20 @@ export interface DnsShape {
    */
   readonly resolve: (name: string, rrtype: string) => Effect.Effect<ReadonlyArray<unknown>, DnsError>
   /**
+   * `resolve`'s answer, failure included, with how much longer it may be kept (ms; 0: not at
+   * all): for a cache in front of this one (the prepare threads keep answers only that long).
+   */
+  readonly resolveKept: (name: string, rrtype: string) => Effect.Effect<KeptAnswer>
+  /**
    * `resolve` asked afresh, past any cache: domain verification, where a record the customer just
    * published must count at once.
    */
   readonly resolveFresh: (name: string, rrtype: string) => Effect.Effect<ReadonlyArray<unknown>, DnsError>
+}
+
+export interface KeptAnswer {
+  readonly exit: Exit.Exit<ReadonlyArray<unknown>, DnsError>
+  readonly keepMs: number
 }
 
 export class Dns extends Context.Service<Dns, DnsShape>()("app/Dns") {}

@@ -20,9 +20,91 @@ export interface PostgresOptions {
   readonly searchPath?: string
 }
 
+/** Distinct statement texts a process prepares at most; later new texts run unnamed. */
+export const MAX_PREPARED_TEXTS = 1_000
+
+/**
+ * Which statements run as named prepared statements. postgres.js runs an unnamed statement
+ * with parameters in two round trips (Parse + Describe first, to learn the parameter types, then
+ * Bind + Execute) and the server plans it every time; a prepared one is described once per
+ * connection, then one round trip with a kept plan. Measured on GET /api/inbound/messages/{id}:
+ * see bench/REPORT.md. Each connection keeps its statements for good, so the number of distinct
+ * texts is capped: SQL built with a varying part (an `IN` list's length) cannot grow it without bound.
+ */
+const preparedTexts = (max = MAX_PREPARED_TEXTS) => {
+  const known = new Set<string>()
+  return (text: string): boolean => {
+    if (known.has(text)) return true
+    if (known.size >= max) return false
+    known.add(text)
+    return true
+  }
+}
+
+/**
+ * Lets at most `max` statements at a time onto the pool's `max` connections, less those held by
+ * transactions; the rest wait here in arrival order. postgres@3.4.9 decays when more statements
+ * are in flight than it has free connections: it pipelines them onto busy connections, and its
+ * internal queue (src/queue.js) leaves a hole per `shift()` that every later `remove()` scans until
+ * the queue drains, which under sustained load it never does. Measured with GET
+ * /api/inbound/messages/{id} at 50 connections: 12.4k → 8.0k req/s over five 5 s rounds (CPU per
+ * request 90 → 133 µs); with this in front, flat (bench/REPORT.md).
+ *
+ * A transaction's connection is counted while it is held (`hold`), never waited for: a
+ * transaction that waited here behind statements could deadlock with code that runs a statement
+ * on the pool while it holds a transaction.
+ */
+export const admission = (max: number) => {
+  let running = 0
+  let held = 0
+  let waiting: Array<(() => void) | undefined> = []
+  let head = 0
+  const pump = () => {
+    while (head < waiting.length && running + held < max) {
+      const next = waiting[head]!
+      waiting[head++] = undefined
+      running++
+      next()
+    }
+    if (head === waiting.length) {
+      waiting = []
+      head = 0
+    } else if (head >= 1024 && head * 2 >= waiting.length) {
+      waiting = waiting.slice(head)
+      head = 0
+    }
+  }
+  return {
+    run: async <A>(call: () => Promise<A>): Promise<A> => {
+      if (head === waiting.length && running + held < max) running++
+      else await new Promise<void>((resolve) => void waiting.push(resolve))
+      try {
+        return await call()
+      } finally {
+        running--
+        pump()
+      }
+    },
+    /** Counts a connection taken for a transaction; the returned function gives it back. */
+    hold: (): (() => void) => {
+      held++
+      let given = false
+      return () => {
+        if (given) return
+        given = true
+        held--
+        pump()
+      }
+    },
+    /** Statements running and waiting (tests). */
+    state: () => ({ running, held, waiting: waiting.length - head }),
+  }
+}
+
 export const openPostgres = (options: PostgresOptions): { source: ConnectionSource; close: () => Promise<void> } => {
+  const max = options.max ?? 16
   const sql = postgres(options.url, {
-    max: options.max ?? 16,
+    max,
     onnotice: () => undefined,
     ...(options.searchPath ? { connection: { search_path: options.searchPath } } : {}),
     types: {
@@ -38,17 +120,29 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
       dateonly: { to: 1082, from: [1082], serialize: (v: unknown) => String(v), parse: (v: string) => v },
     },
   })
+  const prepare = preparedTexts()
+  // Statements on the pool wait here rather than queue inside postgres.js (see `admission`);
+  // a reserved connection (a transaction) is its own and runs its statements directly.
+  const admit = admission(max)
   const run = (q: { unsafe: typeof sql.unsafe }) => async (text: string, params?: ReadonlyArray<unknown>) =>
-    Array.from(await q.unsafe(text, (params ?? []) as Array<never>)) as Array<Row>
+    Array.from(
+      await (params && params.length > 0
+        ? q.unsafe(text, params as Array<never>, { prepare: prepare(text) })
+        : q.unsafe(text)),
+    ) as Array<Row>
   const source: ConnectionSource = {
     dialect: "postgres",
-    query: run(sql),
-    exec: async (script) => void (await sql.unsafe(script)),
+    query: (text, params) => admit.run(() => run(sql)(text, params)),
+    exec: (script) => admit.run(async () => void (await sql.unsafe(script))),
     reserve: async () => {
       const reserved = await sql.reserve()
+      const giveBack = admit.hold()
       return {
         connection: { query: run(reserved), exec: async (script: string) => void (await reserved.unsafe(script)) },
-        release: async () => reserved.release(),
+        release: async () => {
+          giveBack()
+          reserved.release()
+        },
       }
     },
   }

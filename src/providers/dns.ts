@@ -16,7 +16,7 @@ import { Clock, Deferred, Effect, Exit, Layer } from "effect"
 import * as nodeDns from "node:dns"
 import { Resolver } from "node:dns/promises"
 import { AppConfig } from "../../effects/config.ts"
-import { Dns, DnsError, type MxRecord } from "../../effects/ports/Dns.ts"
+import { Dns, DnsError, type KeptAnswer, type MxRecord } from "../../effects/ports/Dns.ts"
 import { ask, parseServer, WireError } from "./dns-wire.ts"
 
 /** Longest an answer is kept, whatever its TTL says. */
@@ -55,7 +55,7 @@ export const dnsLayer = Layer.effect(
       })
 
     const cache = new Map<string, Entry>()
-    const inFlight = new Map<string, Deferred.Deferred<ReadonlyArray<unknown>, DnsError>>()
+    const inFlight = new Map<string, Deferred.Deferred<KeptAnswer>>()
 
     /** Asks the servers; the exit and how many seconds it may be kept (0: not at all). */
     const fetch = (name: string, rrtype: string) =>
@@ -70,17 +70,18 @@ export const dnsLayer = Layer.effect(
         )
       )
 
-    const resolve = (name: string, rrtype: string): Effect.Effect<ReadonlyArray<unknown>, DnsError> =>
+    /** The cached answer or a fresh one, and how long it stays in the cache from now. */
+    const resolveKept = (name: string, rrtype: string): Effect.Effect<KeptAnswer> =>
       Effect.gen(function*() {
         const key = `${rrtype.toUpperCase()} ${name.toLowerCase().replace(/\.$/, "")}`
         const now = yield* Clock.currentTimeMillis
         const kept = cache.get(key)
-        if (kept && kept.expiresAt > now) return yield* kept.exit
+        if (kept && kept.expiresAt > now) return { exit: kept.exit, keepMs: kept.expiresAt - now }
         const pending = inFlight.get(key)
         if (pending) return yield* Deferred.await(pending)
-        const mine = yield* Deferred.make<ReadonlyArray<unknown>, DnsError>()
+        const mine = yield* Deferred.make<KeptAnswer>()
         inFlight.set(key, mine)
-        const exit = yield* Effect.gen(function*() {
+        return yield* Effect.gen(function*() {
           const { exit, ttl } = yield* fetch(name, rrtype)
           const seconds = Math.min(Math.max(0, ttl), MAX_TTL_SECONDS)
           cache.delete(key)
@@ -88,20 +89,24 @@ export const dnsLayer = Layer.effect(
             cache.set(key, { expiresAt: now + seconds * 1000, exit })
             if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!)
           }
-          yield* Deferred.done(mine, exit)
-          return exit
+          const answer = { exit, keepMs: seconds * 1000 }
+          yield* Deferred.succeed(mine, answer)
+          return answer
         }).pipe(
           // Whoever waits on this question is never left hanging (interrupt is a no-op once done).
           Effect.ensuring(Effect.andThen(Effect.sync(() => inFlight.delete(key)), Deferred.interrupt(mine))),
         )
-        return yield* exit
       })
+
+    const resolve = (name: string, rrtype: string): Effect.Effect<ReadonlyArray<unknown>, DnsError> =>
+      Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)
 
     return Dns.of({
       txt: (name) => lookup(name, "TXT", () => resolver.resolveTxt(name)),
       mx: (name) => lookup(name, "MX", () => resolver.resolveMx(name) as Promise<Array<MxRecord>>),
       a: (name) => lookup(name, "A", () => resolver.resolve4(name)),
       resolve,
+      resolveKept,
       resolveFresh: (name, rrtype) => Effect.flatMap(fetch(name, rrtype), ({ exit }) => exit),
     })
   }),

@@ -42,6 +42,7 @@ const spooled = (file: string, size: number): MessageBytes => ({
     })()),
   read: () => fs.promises.readFile(file),
   dispose: () => fs.promises.rm(file, { force: true }),
+  source: () => ({ _tag: "File", path: file, size }),
 })
 
 /** The spool directory, created, with files left by processes that are gone removed. */

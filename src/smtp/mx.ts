@@ -10,6 +10,7 @@
  * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
  */
 import { SMTPServer, type SMTPServerOptions } from "smtp-server"
+import { isEmpty } from "../../effects/ingest/admission.ts"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
 import { stepRunner } from "./common.ts"
@@ -41,8 +42,7 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
     onMailFrom(_address, session, callback) {
       const state = stateOf(session)
       // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
-      const { held, destinations, returnPaths } = state.envelope
-      if (held.size === 0 && destinations.size === 0 && returnPaths.size === 0) return callback()
+      if (isEmpty(state.envelope)) return callback()
       run(onMailFrom(state), (err) => callback(err))
     },
 
@@ -68,7 +68,7 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
 
     onClose(session) {
       const state = sessions.close(session)
-      if (state) runtime.runFork(endTransaction(state))
+      if (state && !isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
     },
   })
   return listen(runtime, "mx", server, tls, settings.smtpPort)

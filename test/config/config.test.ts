@@ -79,12 +79,24 @@ describe("settings", () => {
     ["DATABASE_URL", "mysql://x", /DATABASE_URL/],
     ["WEBHOOK_MAX_ATTEMPTS", "0", /WEBHOOK_MAX_ATTEMPTS/],
     ["LOG_LEVEL", "loud", /LOG_LEVEL/],
+    ["INGEST_THREADS", "-1", /INGEST_THREADS/],
+    ["INGEST_THREADS", "65", /INGEST_THREADS/],
+    ["INGEST_THREADS", "two", /INGEST_THREADS/],
   ])("refuses %s=%s with one line naming it", async (name, value, pattern) => {
     const r = await load({ DATA_DIR: tmp(), [name]: value })
     expect(r._tag).toBe("Failure")
     if (r._tag !== "Failure") return
     expect(r.failure.message).toMatch(pattern)
     expect(r.failure.message).not.toContain("\n")
+  })
+
+  it("prepares mail on cores-1 threads (1 to 4) unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
+    const byDefault = await load({ DATA_DIR: tmp() })
+    if (byDefault._tag !== "Success") throw new Error("load failed")
+    expect(byDefault.success.ingestThreads).toBe(Math.max(1, Math.min(4, os.availableParallelism() - 1)))
+    const none = await load({ DATA_DIR: tmp(), INGEST_THREADS: "0" })
+    if (none._tag !== "Success") throw new Error("load failed")
+    expect(none.success.ingestThreads).toBe(0)
   })
 
   it("parses durations", () => {

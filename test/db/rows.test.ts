@@ -17,6 +17,7 @@ const answering = (rows: Array<Record<string, unknown>>): DatabaseShape => ({
   query: <T>() => Effect.succeed(rows as Array<T>),
   transaction: (effect) => effect,
   exec: () => Effect.void,
+  watchWrites: () => undefined,
 })
 
 const failureOf = <A>(exit: Exit.Exit<A, DbError>): DbError => {

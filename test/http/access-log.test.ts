@@ -51,6 +51,23 @@ describe("makeFdSink", () => {
     expect(Buffer.concat(chunks).toString()).toBe(lines.map((l) => l + "\n").join(""))
   })
 
+  it("writes a backlog in chunks of up to `chunkBytes` when it has the pipe to itself", async () => {
+    const chunks: Array<Buffer> = []
+    const sink = makeSink({
+      write: (chunk, done) => {
+        chunks.push(Buffer.from(chunk))
+        setTimeout(() => done(null, chunk.length), 5)
+      },
+      writeSync: () => undefined,
+    }, { maxDelayMs: 1, batchBytes: 1, chunkBytes: 1024 * 1024 })
+    const lines = Array.from({ length: 3000 }, (_, i) => `line ${i} ${"y".repeat(100)}`)
+    // The first line goes out alone; the rest pile up behind it and leave in one write.
+    for (const l of lines) sink.write(l)
+    await sink.flush()
+    expect(chunks.map((c) => c.length)).toEqual([lines[0]!.length + 1, Buffer.byteLength(lines.slice(1).join("\n")) + 1])
+    expect(Buffer.concat(chunks).toString()).toBe(lines.map((l) => l + "\n").join(""))
+  })
+
   it("continues a partial write where it stopped", async () => {
     const out: Array<Buffer> = []
     const sink = makeSink({

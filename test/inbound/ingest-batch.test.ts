@@ -6,11 +6,11 @@
  * webhook worker woken at commit only when a delivery was queued; money promised at RCPT held
  * until the transaction ends.
  */
-import { Deferred, Effect, Fiber, Layer } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
+import type { DNSResolver } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MessageEvents } from "../../effects/ingest/events.ts"
-import { parseMessage } from "../../effects/ingest/parse.ts"
-import { attachmentRows, messageColumns } from "../../effects/ingest/rows.ts"
+import { prepareMessage } from "../../effects/ingest/prepare.ts"
 import { commitBatch, type Prepared } from "../../effects/ingest/store.ts"
 import { IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -19,22 +19,14 @@ import { WEBHOOK_QUEUE } from "../../effects/webhooks/delivery.ts"
 import { endTransaction, newSessionState, onMailFrom, onRecipient } from "../../src/smtp/session.ts"
 import { createAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
-import { testDatabase } from "../support/db.ts"
+import { loggedTestDatabase } from "../support/db.ts"
 import { balance, countMessages, createAddress, fund, plainMessage, query } from "../support/inbound.ts"
 
 /** Statements run through the Database port, by their first words. */
 const statements: Array<string> = []
 let app: TestApp
 beforeAll(async () => {
-  const inner = testDatabase()
-  const counting = Layer.effect(
-    Database,
-    Effect.gen(function*() {
-      const db = yield* Database
-      return Database.of({ ...db, query: (text, params) => (statements.push(text.replace(/\s+/g, " ").trim()), db.query(text, params)) })
-    }),
-  ).pipe(Layer.provide(inner.layer))
-  app = await makeTestApp({ workers: false, database: { layer: counting, drop: inner.drop } })
+  app = await makeTestApp({ workers: false, database: loggedTestDatabase(statements, { collapse: true }) })
 })
 afterAll(() => app.stop())
 
@@ -67,21 +59,33 @@ const withAttachment = [
   "",
 ].join("\r\n")
 
-/** A message as the writer gets it, for the given address copies. */
+/** Every DNS question answered "no such record": the verdicts are `none`, nothing is asked on the network. */
+const noRecords: DNSResolver = async () => {
+  throw Object.assign(new Error("no record"), { code: "ENOTFOUND" })
+}
+
+/**
+ * A message as the writer gets it, prepared as the MX prepares it (./prepare.ts), for the given
+ * address copies. `subject` replaces the stored subject as is, past the text rules (a way to make
+ * one row unstorable).
+ */
 const prepared = (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>, subject?: string) =>
-  Effect.gen(function*() {
-    const parsed = yield* parseMessage(Buffer.from(raw))
-    const columns = messageColumns(parsed, "asha@sender.example")
+  Effect.promise(async () => {
+    const at = Date.now()
+    const message = await prepareMessage({
+      source: { _tag: "Memory", bytes: Buffer.from(raw) },
+      mailFrom: "asha@sender.example",
+      client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
+      mta: "mx.inbox.localhost",
+      id: "test",
+      at,
+    }, noRecords)
     const p: Prepared = {
       destinations: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
-      columns: subject === undefined ? columns : { ...columns, subject },
-      authResults: { spf: "pass", dkim: [], dmarc: "none", arc: "none", header: "" },
-      attachments: attachmentRows(parsed),
-      trace: Buffer.from("Received: from test\r\n").toString("base64"),
-      body: Buffer.from(raw).toString("base64"),
-      size: raw.length + 21,
-      at: new Date(),
-      summary: { subject: parsed.subject, textBody: parsed.text, headers: parsed.headers },
+      message: subject === undefined
+        ? message
+        : { ...message, row: new TextEncoder().encode(JSON.stringify({ ...JSON.parse(new TextDecoder().decode(message.row)), subject })) },
+      at: new Date(at),
     }
     return p
   })
@@ -249,7 +253,7 @@ describe("the writer", () => {
     expect(await countMessages(app, a.userId)).toBe(4)
     expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
     // The five went together once, then one by one.
-    expect(statements.filter((s) => s.startsWith("SELECT ingest_commit"))).toHaveLength(6)
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(6)
   })
 })
 
@@ -277,8 +281,28 @@ describe("the writer's batches", () => {
       return yield* Effect.forEach(sessions, Fiber.join)
     })))
     expect(results.flat()).toHaveLength(5)
-    expect(statements.filter((s) => s.startsWith("SELECT ingest_commit"))).toHaveLength(1)
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(1)
     expect(await countMessages(app, a.userId)).toBe(5)
+  })
+})
+
+describe("the writer's batches of large mail", () => {
+  it("stop waiting for messages being prepared once they hold GATHER_BYTES", async () => {
+    const a = await account(1000)
+    const results = await app.run(Effect.scoped(Effect.gen(function*() {
+      const ready = yield* Effect.forEach([0, 1, 2], (i) => prepared(plainMessage({ subject: `big${i}` }), [copyOf(a)]))
+      // One message is already as many bytes as a batch waits for; the wait itself is 2 s.
+      const writer = yield* makeIngestWriter({ gatherMs: 2_000, gatherBytes: ready[0]!.message.size })
+      const gates = yield* Effect.forEach([1, 2], () => Deferred.make<void>())
+      const later = yield* Effect.forEach([1, 2], (i) =>
+        Effect.forkChild(writer.store(Deferred.await(gates[i - 1]!).pipe(Effect.as(ready[i]!)))))
+      // Two are still being prepared, yet the first commits at once instead of waiting for them.
+      const first = yield* writer.store(Effect.succeed(ready[0]!)).pipe(Effect.timeout("1500 millis"))
+      yield* Effect.forEach(gates, (g) => Deferred.succeed(g, undefined), { discard: true })
+      return [first, ...(yield* Effect.forEach(later, Fiber.join))]
+    })))
+    expect(results.flat()).toHaveLength(3)
+    expect(await countMessages(app, a.userId)).toBe(3)
   })
 })
 

@@ -55,6 +55,8 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   production: false,
   smtpMaxSessionsPerIp: 20,
   smtpMemoryBytes: 256 * 1024 * 1024,
+  // The production path: one prepare worker thread.
+  ingestThreads: 1,
   ...overrides,
 })
 

@@ -6,7 +6,7 @@ import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { inject } from "vitest"
 import type { AppConfig } from "../../effects/config.ts"
-import type { Database, DbError } from "../../effects/ports/Database.ts"
+import { Database, type DbError } from "../../effects/ports/Database.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { pgliteLayer, postgresLayer } from "../../src/db/layer.ts"
 import { openPostgres } from "../../src/db/postgres.ts"
@@ -38,4 +38,24 @@ export const testDatabase = (): TestDatabase => {
   const template = inject("pgliteTemplate")
   const blob = new Blob([fs.readFileSync(template)])
   return { layer: pgliteLayer({ loadDataDir: blob }), drop: async () => undefined }
+}
+
+/**
+ * A fresh database whose statements through the Database port are appended to `statements` (as
+ * sent, or with whitespace collapsed when `collapse`): for tests that pin which statements a path
+ * runs.
+ */
+export const loggedTestDatabase = (statements: Array<string>, options: { readonly collapse?: boolean } = {}): TestDatabase => {
+  const inner = testDatabase()
+  const layer = Layer.effect(
+    Database,
+    Effect.gen(function*() {
+      const db = yield* Database
+      return Database.of({
+        ...db,
+        query: (text, params) => (statements.push(options.collapse ? text.replace(/\s+/g, " ").trim() : text), db.query(text, params)),
+      })
+    }),
+  ).pipe(Layer.provide(inner.layer))
+  return { layer, drop: inner.drop }
 }

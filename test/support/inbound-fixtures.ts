@@ -62,7 +62,6 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
         toAddr: input.to ?? "box@inbox.localhost",
         subject: input.subject ?? "Hello",
         textBody: input.text ?? "Body text",
-        headers: {},
         receivedAt: at,
       }
       const afterCommit = yield* events.stored([stored])

@@ -1,0 +1,45 @@
+/**
+ * The MessagePreparer port: where a received message is authenticated, parsed and encoded
+ * (./prepare.ts) before the writer commits it. The live adapter runs that work on worker
+ * threads (src/ingest/prepare-pool.ts), off the event loop that speaks SMTP for every session;
+ * `inProcess` runs it right here (INGEST_THREADS=0, and where a runtime has no workers).
+ *
+ * Either way DNS goes through the Dns port, so the TTL cache is one per process, and the result
+ * is the same message row.
+ */
+import { Context, Effect, Layer } from "effect"
+import { mailauthResolver } from "../shared/dns-resolver.ts"
+import { MalformedMessage } from "./parse.ts"
+import { type PreparedMessage, type PrepareJob, prepareMessage } from "./prepare.ts"
+
+export interface MessagePreparerShape {
+  /** The message's row and summary; MalformedMessage when it cannot be parsed. */
+  readonly prepare: (job: PrepareJob) => Effect.Effect<PreparedMessage, MalformedMessage>
+}
+
+/** A failure of `prepareMessage` as the port reports it: unparsable mail, else a defect. */
+export const preparedOrMalformed = (e: unknown): Effect.Effect<never, MalformedMessage> =>
+  typeof e === "object" && e !== null && (e as { unparsable?: boolean }).unparsable === true
+    ? Effect.fail(new MalformedMessage({ message: (e as Error).message }))
+    : Effect.die(e)
+
+/** Logs what the verdicts could not be (the message is stored with `temperror`). */
+export const warnAuthFailure = (m: PreparedMessage): Effect.Effect<PreparedMessage> =>
+  m.authFailure ? Effect.as(Effect.logWarning("mail authentication failed", m.authFailure), m) : Effect.succeed(m)
+
+export class MessagePreparer extends Context.Service<MessagePreparer, MessagePreparerShape>()("app/MessagePreparer") {
+  /** On the calling fiber's thread. */
+  static readonly inProcess = Layer.effect(
+    MessagePreparer,
+    Effect.gen(function*() {
+      const resolver = yield* mailauthResolver()
+      return MessagePreparer.of({
+        prepare: (job) =>
+          Effect.tryPromise({ try: () => prepareMessage(job, resolver), catch: (e) => e }).pipe(
+            Effect.catch(preparedOrMalformed),
+            Effect.flatMap(warnAuthFailure),
+          ),
+      })
+    }),
+  )
+}

@@ -1,0 +1,126 @@
+/**
+ * The live MessagePreparer: `threads` worker threads (./prepare-worker.ts) that authenticate,
+ * parse and encode received messages, so the event loop only speaks SMTP, batches and commits.
+ * Measured before this existed: preparing was ~0.4 ms of CPU per 2 KiB message on the event loop
+ * that also served every session; see bench/REPORT.md "MX ingest".
+ *
+ * - A job goes to the thread with the fewest jobs in flight; in-memory bytes are transferred
+ *   (never copied again), a spooled message travels as its file's path.
+ * - The threads start on the first message (a process or a test that takes no mail never pays for
+ *   them) and stop with the runtime's scope.
+ * - Their DNS questions are answered here, through the Dns port and its TTL cache; a thread keeps
+ *   an answer only as long as that cache still would (most mail comes from a few senders, and a
+ *   round trip to this thread per question cost more than the question).
+ * - A thread that dies fails its jobs as defects (the SMTP side answers 451 and the sender
+ *   retries); the next job starts a new one.
+ */
+import { Cause, Effect, Exit, Layer } from "effect"
+import { Worker } from "node:worker_threads"
+import type { MalformedMessage } from "../../effects/ingest/parse.ts"
+import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
+import { MessagePreparer, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
+import { Dns } from "../../effects/ports/Dns.ts"
+
+type Outcome =
+  | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
+  | { readonly t: "done"; readonly id: number; readonly ok: false; readonly unparsable: boolean; readonly message: string }
+type Question = { readonly t: "dns"; readonly q: number; readonly name: string; readonly rrtype: string }
+
+type Resume = (effect: Effect.Effect<PreparedMessage, MalformedMessage>) => void
+
+interface Thread {
+  readonly worker: Worker
+  readonly jobs: Map<number, Resume>
+}
+
+const WORKER_URL = new URL("./prepare-worker.ts", import.meta.url)
+
+/** `workerUrl`: the thread's script (tests hand in one that crashes on purpose). */
+export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =>
+  Layer.effect(
+    MessagePreparer,
+    Effect.gen(function*() {
+      const dns = yield* Dns
+      const context = yield* Effect.context<never>()
+      const pool: Array<Thread> = []
+      let nextId = 0
+      let closed = false
+
+      const answer = (thread: Thread, m: Question) =>
+        Effect.runPromiseWith(context)(dns.resolveKept(m.name, m.rrtype)).then(({ exit, keepMs }) => {
+          if (Exit.isSuccess(exit)) return thread.worker.postMessage({ t: "dns", q: m.q, ok: true, records: exit.value, keepMs })
+          const failure = exit.cause.reasons.find(Cause.isFailReason)?.error
+          thread.worker.postMessage({
+            t: "dns",
+            q: m.q,
+            ok: false,
+            code: failure?.code ?? "ESERVFAIL",
+            message: failure?.message ?? `DNS ${m.rrtype} ${m.name} failed`,
+            keepMs: failure ? keepMs : 0,
+          })
+        })
+
+      /** Fails what a dead thread held and forgets it (the next job starts another). */
+      const lose = (thread: Thread, reason: unknown) => {
+        const at = pool.indexOf(thread)
+        if (at >= 0) pool.splice(at, 1)
+        for (const resume of thread.jobs.values()) resume(Effect.die(reason))
+        thread.jobs.clear()
+      }
+
+      const spawn = (): Thread => {
+        const worker = new Worker(workerUrl)
+        const thread: Thread = { worker, jobs: new Map() }
+        worker.on("message", (m: Outcome | Question) => {
+          if (m.t === "dns") return void answer(thread, m)
+          const resume = thread.jobs.get(m.id)
+          thread.jobs.delete(m.id)
+          if (!resume) return
+          if (m.ok) return resume(warnAuthFailure(m.value))
+          resume(preparedOrMalformed(Object.assign(new Error(m.message), { unparsable: m.unparsable })))
+        })
+        worker.on("error", (e) => lose(thread, e))
+        worker.on("exit", (code) => lose(thread, new Error(`prepare worker exited with code ${code}`)))
+        // Idle threads must not keep a finished process alive.
+        worker.unref()
+        pool.push(thread)
+        return thread
+      }
+
+      /** The thread with the fewest jobs in flight, starting threads up to `threads`. */
+      const pick = (): Thread => {
+        let best: Thread | undefined
+        for (const t of pool) if (!best || t.jobs.size < best.jobs.size) best = t
+        return best && (best.jobs.size === 0 || pool.length >= threads) ? best : spawn()
+      }
+
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          closed = true
+          const all = pool.splice(0)
+          for (const t of all) t.worker.removeAllListeners("exit")
+          await Promise.all(all.map((t) => t.worker.terminate()))
+          for (const t of all) lose(t, new Error("prepare workers stopped"))
+        })
+      )
+
+      const prepare = (job: PrepareJob) =>
+        Effect.callback<PreparedMessage, MalformedMessage>((resume) => {
+          if (closed) return resume(Effect.die(new Error("prepare workers stopped")))
+          const thread = pick()
+          const id = nextId++
+          thread.jobs.set(id, resume)
+          const transfer = job.source._tag === "Memory" ? [job.source.bytes.buffer as ArrayBuffer] : []
+          thread.worker.postMessage({ t: "job", id, job }, transfer)
+          // Interrupted (shutdown): the answer, when it comes, goes nowhere.
+          return Effect.sync(() => void thread.jobs.delete(id))
+        })
+
+      return MessagePreparer.of({ prepare })
+    }),
+  )
+
+/** INGEST_THREADS worker threads, or the event loop itself when it is 0. */
+export const messagePreparerLayer = (threads: number): Layer.Layer<MessagePreparer, never, Dns> =>
+  threads > 0 ? preparePoolLayer(threads) : MessagePreparer.inProcess
+

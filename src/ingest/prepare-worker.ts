@@ -1,0 +1,77 @@
+/**
+ * A prepare worker thread (see ./prepare-pool.ts): runs `prepareMessage` for the jobs the main
+ * thread posts and posts back each result. It has no database and no Effect runtime; its DNS
+ * questions go to the main thread, whose Dns port keeps the TTL cache of the process, and the
+ * answers are kept here for as long as that cache said they may be.
+ *
+ * Messages on the port: in  {t: "job", id, job} | {t: "dns", q, ok, records | code, message}
+ *                       out {t: "done", id, ok, value | unparsable, message} | {t: "dns", q, name, rrtype}
+ *                       (a dns answer also carries keepMs)
+ */
+import type { DNSResolver } from "mailauth"
+import { parentPort } from "node:worker_threads"
+import { type PrepareJob, prepareMessage } from "../../effects/ingest/prepare.ts"
+
+const port = parentPort!
+
+/** A resolver failure as mailauth reads it (`code`), built without a stack: negative answers are common. */
+const dnsFailure = (code: string, message: string): Error => {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  const e = Object.assign(new Error(message), { code })
+  Error.stackTraceLimit = limit
+  return e
+}
+
+type Answer =
+  | { readonly ok: true; readonly records: Array<Array<string>> }
+  | { readonly ok: false; readonly code: string; readonly message: string }
+
+/** Answers the main thread gave, each kept only as long as its cache keeps it (`keepMs`). */
+const kept = new Map<string, { readonly until: number; readonly answer: Answer }>()
+const MAX_KEPT = 10_000
+
+const settle = (answer: Answer, resolve: (records: Array<Array<string>>) => void, reject: (e: Error) => void) =>
+  answer.ok ? resolve(answer.records) : reject(dnsFailure(answer.code, answer.message))
+
+let nextQuestion = 0
+const questions = new Map<number, { key: string; resolve: (records: Array<Array<string>>) => void; reject: (e: Error) => void }>()
+const resolver: DNSResolver = (name, rrtype) =>
+  new Promise((resolve, reject) => {
+    const key = `${rrtype} ${name.toLowerCase()}`
+    const hit = kept.get(key)
+    if (hit && hit.until > performance.now()) return settle(hit.answer, resolve as (records: Array<Array<string>>) => void, reject)
+    const q = nextQuestion++
+    questions.set(q, { key, resolve: resolve as (records: Array<Array<string>>) => void, reject })
+    port.postMessage({ t: "dns", q, name, rrtype })
+  })
+
+type Incoming =
+  | { readonly t: "job"; readonly id: number; readonly job: PrepareJob }
+  | ({ readonly t: "dns"; readonly q: number; readonly keepMs: number } & Answer)
+
+port.on("message", (m: Incoming) => {
+  if (m.t === "dns") {
+    const waiting = questions.get(m.q)
+    questions.delete(m.q)
+    if (!waiting) return
+    if (m.keepMs > 0) {
+      kept.delete(waiting.key)
+      kept.set(waiting.key, { until: performance.now() + m.keepMs, answer: m })
+      if (kept.size > MAX_KEPT) kept.delete(kept.keys().next().value!)
+    }
+    return settle(m, waiting.resolve, waiting.reject)
+  }
+  prepareMessage(m.job, resolver).then(
+    // The row's bytes are handed over, not copied (they are most of a large message).
+    (value) => port.postMessage({ t: "done", id: m.id, ok: true, value }, [value.row.buffer as ArrayBuffer]),
+    (e: unknown) =>
+      port.postMessage({
+        t: "done",
+        id: m.id,
+        ok: false,
+        unparsable: (e as { unparsable?: boolean })?.unparsable === true,
+        message: e instanceof Error ? e.message : String(e),
+      }),
+  )
+})

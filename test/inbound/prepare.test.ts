@@ -1,0 +1,188 @@
+/**
+ * The prepare step (effects/ingest/prepare.ts) and its worker threads (src/ingest/prepare-pool.ts):
+ * a thread produces the same row the event loop would; the trace goes in front of the message's
+ * own headers without being copied in front of its body; DNS goes through the main thread's Dns
+ * port and a thread keeps an answer only as long as that port says; a dying thread fails its
+ * jobs instead of hanging them and the next job gets a new thread; a spooled message is read
+ * from its file.
+ */
+import { Cause, Effect, Exit, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it } from "vitest"
+import { authenticate as mailauth } from "mailauth"
+import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
+import type { PrepareJob } from "../../effects/ingest/prepare.ts"
+import { MessagePreparer } from "../../effects/ingest/preparer.ts"
+import { Dns, DnsError } from "../../effects/ports/Dns.ts"
+import { preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
+
+const fixture = (p: string) => fs.readFileSync(path.join(import.meta.dirname, "../../fixtures/mail/mail-gem", p))
+
+/** A Dns port over a fixed zone that counts the questions it is asked; answers may be kept `keep.ms`. */
+const stubDns = (keep: { ms: number }) => {
+  const zone: Record<string, Array<Array<string>>> = {
+    "TXT sender.example": [["v=spf1 ip4:127.0.0.1 -all"]],
+    "TXT _dmarc.sender.example": [["v=DMARC1; p=none"]],
+  }
+  const asked: Array<string> = []
+  const resolveKept = (name: string, rrtype: string) =>
+    Effect.sync(() => {
+      asked.push(`${rrtype} ${name}`)
+      const records = zone[`${rrtype} ${name.toLowerCase()}`]
+      return {
+        exit: records ? Exit.succeed(records) : Exit.fail(new DnsError({ message: "no such record", code: "ENOTFOUND", name, rrtype })),
+        keepMs: keep.ms,
+      }
+    })
+  const resolve = (name: string, rrtype: string) => Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)
+  const layer = Layer.succeed(
+    Dns,
+    Dns.of({ txt: (n) => resolve(n, "TXT") as never, mx: (n) => resolve(n, "MX") as never, a: (n) => resolve(n, "A") as never, resolve, resolveKept, resolveFresh: resolve }),
+  )
+  return { layer, asked }
+}
+
+const job = (raw: Uint8Array, over: Partial<PrepareJob> = {}): PrepareJob => ({
+  // A copy per job: the pool transfers the bytes to the thread.
+  source: { _tag: "Memory", bytes: new Uint8Array(raw) },
+  mailFrom: "asha@sender.example",
+  client: { ip: "::ffff:127.0.0.1", helo: "mail.sender.example", tls: null },
+  mta: "mx.inbox.localhost",
+  id: "0badf00d00000001",
+  at: Date.parse("2026-11-24T10:00:00Z"),
+  ...over,
+})
+
+/** Runs `f` with a MessagePreparer built from `layer` (its threads stop when it returns). */
+const withPreparer = <A>(layer: Layer.Layer<MessagePreparer>, f: (p: MessagePreparer["Service"]) => Effect.Effect<A, unknown>) =>
+  Effect.runPromise(MessagePreparer.use(f).pipe(Effect.provide(layer)))
+
+const plain = Buffer.from(
+  "From: Asha <asha@sender.example>\r\nTo: box@inbox.localhost\r\nSubject: Ankara ya mwezi\r\nReceived: from relay.sender.example by sender.example\r\n\r\nHabari, hii ni ankara yako.\r\n",
+)
+
+describe("a prepare thread", () => {
+  it("produces the very row the event loop produces, for real-world mail", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const mails = [plain, fixture("plain_emails/raw_email.eml"), fixture("attachment_emails/attachment_content_disposition.eml")]
+    for (const file of fs.readdirSync(path.join(import.meta.dirname, "../../fixtures/mail/mail-gem/multi_charset")).slice(0, 3)) {
+      mails.push(fixture(`multi_charset/${file}`))
+    }
+    const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
+      withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach(mails, (m) => p.prepare(job(m))))
+    const onThread = await rows(preparePoolLayer(1))
+    const onLoop = await rows(MessagePreparer.inProcess)
+    expect(onThread).toEqual(onLoop)
+    expect(onThread).toHaveLength(mails.length)
+  })
+
+  it("writes the trace in front of the message's own headers and keeps the whole Authentication-Results", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const [prepared] = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) => Effect.all([p.prepare(job(plain))]))
+    const row = JSON.parse(new TextDecoder().decode(prepared!.row))
+    const trace = Buffer.from(row.trace, "base64").toString("utf8")
+    // The body travels apart from the trace, byte for byte; the database joins them.
+    expect(Buffer.from(row.body, "base64").equals(plain)).toBe(true)
+    expect(row.size).toBe(Buffer.byteLength(trace) + plain.length)
+    expect(trace).toMatch(/^Received-SPF: pass /)
+    expect(trace).toMatch(/^Authentication-Results: mx\.inbox\.localhost;/m)
+    expect(trace).toMatch(/Received: from mail\.sender\.example \(\[127\.0\.0\.1\]\)\r\n\tby mx\.inbox\.localhost with ESMTP id 0badf00d00000001;/)
+    const keys = Object.keys(row.headers)
+    expect(keys.indexOf("authentication-results")).toBeLessThan(keys.indexOf("from"))
+    // Ours first, then the one the message came with.
+    expect(row.headers.received).toEqual([
+      expect.stringMatching(/^from mail\.sender\.example \(\[127\.0\.0\.1\]\) by mx\.inbox\.localhost with ESMTP id 0badf00d00000001;/),
+      "from relay.sender.example by sender.example",
+    ])
+    expect(row.auth_results).toMatchObject({ spf: "pass", dmarc: "pass", dkim: [], arc: "none" })
+    // Every line of the header, not only the authserv-id.
+    expect(row.auth_results.header).toMatch(/^mx\.inbox\.localhost; .*spf=pass/)
+    expect(row.auth_results.header).toMatch(/dmarc=pass/)
+    expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", textBody: "Habari, hii ni ankara yako.\n" })
+  })
+
+  it("asks the main thread's Dns once per name while the answer may be kept, and every time when it may not", async () => {
+    const keep = { ms: 60_000 }
+    const dns = stubDns(keep)
+    await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) =>
+      Effect.gen(function*() {
+        yield* p.prepare(job(plain))
+        const first = dns.asked.length
+        expect(first).toBeGreaterThan(0)
+        yield* p.prepare(job(plain))
+        yield* p.prepare(job(plain))
+        expect(dns.asked.length).toBe(first)
+        keep.ms = 0
+        // Answers kept so far still hold; a new name is asked, and then every time again.
+        yield* p.prepare(job(plain, { mailFrom: "a@other.example" }))
+        const other = dns.asked.filter((q) => q.includes("other.example")).length
+        expect(other).toBeGreaterThan(0)
+        yield* p.prepare(job(plain, { mailFrom: "a@other.example" }))
+        expect(dns.asked.filter((q) => q.includes("other.example")).length).toBe(2 * other)
+      }))
+  })
+
+  it("fails the jobs of a thread that dies instead of leaving them waiting, and starts another for the next", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const crashing = new URL("../support/crashing-prepare-worker.ts", import.meta.url)
+    await withPreparer(preparePoolLayer(1, crashing).pipe(Layer.provide(dns.layer)), (p) =>
+      Effect.gen(function*() {
+        const died = yield* Effect.exit(p.prepare(job(plain, { mailFrom: "crash@sender.example" })))
+        expect(Exit.isFailure(died) && Cause.hasDies(died.cause)).toBe(true)
+        const next = yield* p.prepare(job(plain))
+        expect(next.subject).toBe("Ankara ya mwezi")
+      }))
+  })
+
+  it("reads a spooled message from its file", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
+    const big = Buffer.concat([plain, Buffer.from("x".repeat(76) + "\r\n").fill(0x79, 0, 76)])
+    fs.writeFileSync(file, big)
+    const [prepared] = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) =>
+      Effect.all([p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: big.length } })]))
+    const row = JSON.parse(new TextDecoder().decode(prepared!.row))
+    expect(Buffer.from(row.body, "base64").equals(big)).toBe(true)
+    expect(row.text_body).toContain("y".repeat(76))
+  })
+})
+
+describe("authentication of an unsigned message", () => {
+  const resolver = async (name: string, rrtype: string) => {
+    const zone: Record<string, Array<Array<string>>> = {
+      "TXT sender.example": [["v=spf1 ip4:127.0.0.1 -all"]],
+      "TXT _dmarc.sender.example": [["v=DMARC1; p=reject"]],
+    }
+    const records = zone[`${rrtype} ${name}`]
+    if (records) return records
+    throw Object.assign(new Error("no such record"), { code: "ENOTFOUND" })
+  }
+  const input = { ip: "127.0.0.1", helo: "mail.sender.example", sender: "asha@sender.example", mta: "mx.inbox.localhost" }
+
+  it("reads the header block only, and comes to the very verdicts and trace of reading it all", async () => {
+    const big = Buffer.concat([plain, Buffer.from("na mengine mengi\r\n".repeat(5000))])
+    expect(unsignedHeaders(big)?.toString()).toBe(plain.toString().slice(0, plain.indexOf("\r\n\r\n") + 4))
+    for (const message of [plain, big, fixture("plain_emails/raw_email.eml")]) {
+      const ours = await authenticate(message, input, resolver)
+      const whole = await mailauth(message, { ...input, resolver, disableBimi: true })
+      expect(ours.headers).toBe(whole.headers)
+      expect(ours.results.spf).toBe(whole.spf ? whole.spf.status.result : "none")
+      expect(ours.results.dmarc).toBe(whole.dmarc ? whole.dmarc.status.result : "none")
+    }
+  })
+
+  it("reads all of a message that carries a DKIM or ARC signature, or has no body", () => {
+    const signed = Buffer.from("DKIM-Signature: v=1; a=rsa-sha256; d=sender.example; s=mail; b=abc\r\n" + plain.toString())
+    const sealed = Buffer.from("Arc-Seal: i=1; a=rsa-sha256; d=relay.example\r\n" + plain.toString())
+    const folded = Buffer.from("Subject: x\r\ndkim-signature :\r\n v=1\r\n\r\nbody\r\n")
+    for (const m of [signed, sealed, folded]) expect(unsignedHeaders(m)).toBeUndefined()
+    expect(unsignedHeaders(Buffer.from("Subject: only headers\r\n"))).toBeUndefined()
+    // Bare-LF mail ends its header at the first blank line, whatever CRLF lines come later.
+    expect(unsignedHeaders(Buffer.from("Subject: lf\n\nbody\r\n\r\nmore\r\n"))?.toString()).toBe("Subject: lf\n\n")
+    expect(unsignedHeaders(Buffer.from("Subject: crlf\r\n\r\nbody\n\nmore\n"))?.toString()).toBe("Subject: crlf\r\n\r\n")
+    // A signature named in the body is no signature.
+    expect(unsignedHeaders(Buffer.from("Subject: x\r\n\r\nDKIM-Signature: quoted in the body\r\n"))).toBeDefined()
+  })
+})
