@@ -31,7 +31,8 @@ import { scratchDatabase } from "./scratch-database.ts"
 import { loadSettings } from "../src/config.ts"
 import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
-import { freePort, peakRssMiB, run, waitUntil } from "./mx-support.ts"
+import { freePort } from "../test/support/free-port.ts"
+import { peakRssMiB, run, waitUntil } from "./mx-support.ts"
 
 type Engine = "pglite" | "postgres"
 const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>

@@ -9,14 +9,6 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { connectSmtp, dataBlock } from "../test/support/smtp-client.ts"
 
-export const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port
-      s.close(() => resolve(port))
-    })
-  })
-
 export interface Proc {
   readonly child: ChildProcess
   readonly exited: Promise<number | null>

@@ -35,15 +35,6 @@ export interface ServiceProcess {
 
 const repoRoot = path.resolve(import.meta.dirname, "../..")
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port
-      s.close(() => resolve(port))
-    })
-    s.on("error", reject)
-  })
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 const connects = (port: number) =>

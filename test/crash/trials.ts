@@ -26,7 +26,8 @@ import { type CrashReceiver, startCrashReceiver } from "./receiver.ts"
 import { type CrashRelay, startCrashRelay } from "./relay.ts"
 import type { CrashOptions } from "./options.ts"
 import { stream } from "./rng.ts"
-import { freePort, makeServiceProcess, type ServiceProcess } from "./service.ts"
+import { freePort } from "../support/free-port.ts"
+import { makeServiceProcess, type ServiceProcess } from "./service.ts"
 
 export interface KillRecord {
   readonly trial: number

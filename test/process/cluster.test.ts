@@ -12,14 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { openPostgres } from "../../src/db/postgres.ts"
 import { onPostgres, testDatabaseUrl } from "../support/db.ts"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port
-      s.close(() => resolve(port))
-    })
-  })
+import { freePort } from "../support/free-port.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

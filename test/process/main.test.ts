@@ -4,18 +4,10 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port
-      s.close(() => resolve(port))
-    })
-  })
+import { freePort } from "../support/free-port.ts"
 
 let child: ChildProcess | undefined
 afterEach(() => child?.kill("SIGKILL"))

@@ -10,7 +10,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -24,17 +23,10 @@ import { connectSmtp, dataBlock } from "../support/smtp-client.ts"
 import { Effect } from "effect"
 import { Database } from "../../effects/ports/Database.ts"
 import { makeDatabase } from "../../src/db/connection.ts"
+import { freePort } from "../support/free-port.ts"
 
 const ROUNDS = Number(process.env.INGEST_CRASH_ROUNDS ?? 2)
 const SESSIONS = 30
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port
-      s.close(() => resolve(port))
-    })
-  })
 
 let dns: TestDnsServer
 let dataDir: string
