@@ -24,5 +24,4 @@ describe("freePort", () => {
     await new Promise<void>((resolve, reject) => server.once("error", reject).listen(ports[0], resolve))
     await new Promise((r) => server.close(r))
   })
-
 })
