@@ -17,6 +17,8 @@
  *   BENCH_DATABASE_URL=postgres://…                  # default: the CI server
  *   BENCH_PROFILE=/tmp/prof                          # the service runs with --cpu-prof
  *   BENCH_SERVICE_ENV='{"WEB_CONCURRENCY":"2"}'      # extra environment for the service
+ *   BENCH_NODE_FLAGS="--trace-gc"                    # extra node/V8 flags for the service
+ *   BENCH_SERVICE_LOG=/tmp/service.log               # keep the service's whole output there
  */
 import { ConfigProvider, Effect } from "effect"
 import { execFileSync } from "node:child_process"
@@ -43,6 +45,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const SMALL = 1_000
 const LARGE = Number(process.env.BENCH_LARGE ?? 1_000_000)
 const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>
+const NODE_FLAGS = process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []
 const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
 
 const rssMiB = (pid: number): number =>
@@ -109,7 +112,11 @@ const seed = async (env: Record<string, string>): Promise<Seeded> => {
     const small = yield* Effect.promise(() => address("small", SMALL))
     const large = yield* Effect.promise(() => address("large", LARGE))
     const [m] = yield* db.query<{ id: number }>("SELECT id FROM inbound_messages WHERE address_id = $1 ORDER BY id LIMIT 1 OFFSET 500", [small])
-    yield* db.query("ANALYZE")
+    // Settle the seeded rows before measuring, as a running service's data is: without this the
+    // server's autovacuum (and hint-bit writes on first read) of 10^6 fresh rows ran through the
+    // first cases' rounds, costing PostgreSQL CPU and the service its p99 (REPORT, 2026-11-24).
+    yield* db.query("VACUUM (FREEZE, ANALYZE)")
+    yield* db.query("CHECKPOINT")
     return { key, small, large, messageId: m!.id }
   }) as Effect.Effect<Seeded, never, never>)
   await rt.dispose()
@@ -192,7 +199,12 @@ const benchEngine = async (engine: Engine) => {
     const s = await seed(env)
     if (engine === "pglite") fs.cpSync(path.join(dataDir, "pg"), path.join(peerDir, "pg"), { recursive: true })
     const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-    const service = await startProc([...profile, path.join(root, "src/main.ts")], env, httpPort, "the service")
+    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service")
+    if (process.env.BENCH_SERVICE_LOG) {
+      const log = fs.createWriteStream(process.env.BENCH_SERVICE_LOG)
+      service.child.stdout!.pipe(log)
+      service.child.stderr!.pipe(log)
+    }
     // Logs go to a pipe the benchmark drains, as they would to a collector.
     await new Promise((r) => setTimeout(r, 3000))
     const idleRss = treeRssMiB(service.child.pid!)
