@@ -21,7 +21,8 @@
  *   BENCH_SERVICE_LOG=/tmp/service.log               # keep the service's whole output there
  */
 import { ConfigProvider, Effect } from "effect"
-import { execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -147,9 +148,14 @@ const cpuMs = (pid: number): number => {
   return total
 }
 
-const wrk = (url: string, key: string, pid: number, seconds = SECONDS): WrkResult => {
+/**
+ * Asynchronous on purpose: while wrk runs, this process keeps draining the service's log pipe, as
+ * a log collector would. (A synchronous wrk left the pipe full for the whole round: the service's
+ * access-log lines piled up in its bounded buffer, tens of MB of live strings, and were dropped.)
+ */
+const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Promise<WrkResult> => {
   const cpuBefore = cpuMs(pid)
-  const out = execFileSync("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
+  const { stdout: out } = await promisify(execFile)("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
   const lat = (p: string) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, "m").exec(out)
     return m ? Math.round(ms(m[1]!, m[2]!) * 100) / 100 : NaN
@@ -166,8 +172,8 @@ const wrk = (url: string, key: string, pid: number, seconds = SECONDS): WrkResul
   }
 }
 
-const startProc = async (args: Array<string>, env: Record<string, string>, port: number, what: string) => {
-  const proc = run(process.execPath, args, env)
+const startProc = async (args: Array<string>, env: Record<string, string>, port: number, what: string, logFile?: string) => {
+  const proc = run(process.execPath, args, env, logFile)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${port}/api/billing/balance`).then((r) => r.status === 401 || r.ok, () => false)
@@ -199,12 +205,7 @@ const benchEngine = async (engine: Engine) => {
     const s = await seed(env)
     if (engine === "pglite") fs.cpSync(path.join(dataDir, "pg"), path.join(peerDir, "pg"), { recursive: true })
     const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service")
-    if (process.env.BENCH_SERVICE_LOG) {
-      const log = fs.createWriteStream(process.env.BENCH_SERVICE_LOG)
-      service.child.stdout!.pipe(log)
-      service.child.stderr!.pipe(log)
-    }
+    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG)
     // Logs go to a pipe the benchmark drains, as they would to a collector.
     await new Promise((r) => setTimeout(r, 3000))
     const idleRss = treeRssMiB(service.child.pid!)
@@ -226,14 +227,14 @@ const benchEngine = async (engine: Engine) => {
     console.log(`## ${engine}: wrk -t2 -c${CONNECTIONS} -d${SECONDS}s, ${ROUNDS} rounds; service idle RSS ${idleRss} MiB`)
     // Warm both up once (JIT, caches, connection pools).
     const [servicePid, peerPid] = [service.child.pid!, peer.child.pid!]
-    wrk(`http://127.0.0.1:${peerPort}${selected[0]![1]}`, s.key, peerPid, 2)
-    wrk(`http://127.0.0.1:${httpPort}${selected[0]![1]}`, s.key, servicePid, 2)
+    await wrk(`http://127.0.0.1:${peerPort}${selected[0]![1]}`, s.key, peerPid, 2)
+    await wrk(`http://127.0.0.1:${httpPort}${selected[0]![1]}`, s.key, servicePid, 2)
     const summary: Array<Record<string, unknown>> = []
     for (const [name, p] of selected) {
       const rounds: Array<{ service: WrkResult; peer: WrkResult }> = []
       for (let round = 1; round <= ROUNDS; round++) {
-        const peerResult = wrk(`http://127.0.0.1:${peerPort}${p}`, s.key, peerPid)
-        const serviceResult = wrk(`http://127.0.0.1:${httpPort}${p}`, s.key, servicePid)
+        const peerResult = await wrk(`http://127.0.0.1:${peerPort}${p}`, s.key, peerPid)
+        const serviceResult = await wrk(`http://127.0.0.1:${httpPort}${p}`, s.key, servicePid)
         rounds.push({ service: serviceResult, peer: peerResult })
         console.log(JSON.stringify({ engine, case: name, round, service: serviceResult, peer: peerResult, ratio: +(serviceResult.rps / peerResult.rps).toFixed(3) }))
       }

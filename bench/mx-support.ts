@@ -15,11 +15,15 @@ export interface Proc {
   readonly output: () => string
 }
 
-export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Proc => {
-  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] })
+/** `logFile`: the process writes its output there itself (nothing to drain, so a parent busy in a
+ * synchronous call never blocks a writer such as V8's --trace-gc); `output()` is then empty. */
+export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}, logFile?: string): Proc => {
+  const log = logFile === undefined ? "pipe" : fs.openSync(logFile, "w")
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", log, log] })
+  if (typeof log === "number") fs.closeSync(log)
   let output = ""
-  child.stdout!.on("data", (d) => (output = (output + d).slice(-20_000)))
-  child.stderr!.on("data", (d) => (output = (output + d).slice(-20_000)))
+  child.stdout?.on("data", (d) => (output = (output + d).slice(-20_000)))
+  child.stderr?.on("data", (d) => (output = (output + d).slice(-20_000)))
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
   return { child, exited, output: () => output }
 }

@@ -2,9 +2,10 @@
  * The process around the service (src/main.ts), before any of it loads:
  *
  * - A lean heap. On Node the entry re-executes itself once (process.execve: same pid, same
- *   stdio) with a smaller young generation, glibc held to two malloc arenas and a fixed mmap
- *   threshold: together ~140 MB less resident memory at idle (bench/REPORT.md). SERVICE_LEAN=0
- *   turns it off; flags and variables already given are kept.
+ *   stdio) with a young generation sized for the engine (`youngGenerationFlags`), glibc held to
+ *   two malloc arenas and a fixed mmap threshold: together ~140 MB less resident memory at idle
+ *   on PGlite (bench/REPORT.md). SERVICE_LEAN=0 turns it off; flags and variables already given
+ *   are kept.
  * - WEB_CONCURRENCY=N on PostgreSQL: N worker processes (node:cluster) sharing the HTTP and SMTP
  *   ports; background work already coordinates through the database (SKIP LOCKED, advisory
  *   locks, AuthChanges). PGlite is one process by nature and Deno has no cluster: both run one
@@ -18,17 +19,26 @@ const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Rec
 const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
 /**
- * 4 MB semi-spaces: idle RSS 221 MiB against 246 MiB with V8's 16 MB (and 216 with 1 MB), while
- * 1 MB cost ~50 % more CPU per request in scavenges and early promotion (bench/REPORT.md).
+ * The young generation, by engine (bench/REPORT.md has the measurements).
+ *
+ * - Embedded PGlite (the default, judged by its idle RSS): 4 MB semi-spaces, idle RSS 221 MiB
+ *   against 246 MiB with V8's 16 MB (and 216 with 1 MB, which cost ~50 % more CPU per request).
+ * - A PostgreSQL server (judged by its latency under load): 32 MB. At ~8k requests/s with 50 in
+ *   flight, a 4 MB young generation is only about twice what the requests in flight hold, so a
+ *   scavenge every ~6 ms found ~45 % of it alive and promoted half of that: ~100 MB/s into the old
+ *   generation and a major GC every ~2 s, whose pauses made the p99. 32 MB: CPU per request
+ *   ~10 % lower, the p99 of message by id ~21 against ~30 ms (median of rounds), for ~45 MiB more
+ *   idle RSS.
  */
-const LEAN_FLAGS = ["--max-semi-space-size=4"]
+export const youngGenerationFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
+  databaseUrl ? ["--max-semi-space-size=32"] : ["--max-semi-space-size=4"]
 
 /** Replaces the process with a lean one, once; returns when it does not (Deno, opted out, already lean). */
 export const becomeLean = (): void => {
   const execve = (process as { execve?: (file: string, args: Array<string>, env: NodeJS.ProcessEnv) => never }).execve
   if (isDeno || !execve || process.env.SERVICE_LEAN === "0" || process.env.SERVICE_LEAN_APPLIED === "1" || cluster.isWorker) return
   const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
-  const flags = LEAN_FLAGS.filter((f) => !given.some((g) => g.startsWith(f.split("=")[0]!)))
+  const flags = youngGenerationFlags().filter((f) => !given.some((g) => g.startsWith(f.split("=")[0]!)))
   const env = {
     ...process.env,
     SERVICE_LEAN_APPLIED: "1",

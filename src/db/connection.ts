@@ -30,6 +30,8 @@ type TxConnection = Reserved["connection"] & {
 
 /** A write statement's target tables, as `watchWrites` matches them. */
 const WRITE = /^\s*(?:WITH|INSERT|UPDATE|DELETE|TRUNCATE)\b/i
+/** Statement texts whose watcher matches are remembered (see `hitsOf`). */
+const MAX_MATCHED_TEXTS = 2_000
 const writesTo = (tables: ReadonlyArray<string>): RegExp =>
   new RegExp(`\\b(?:INSERT\\s+INTO|UPDATE|DELETE\\s+FROM|TRUNCATE(?:\\s+TABLE)?)\\s+(?:ONLY\\s+)?(?:${tables.join("|")})\\b`, "i")
 
@@ -67,10 +69,24 @@ export const makeDatabase = (source: ConnectionSource, hooks: DatabaseHooks = {}
     Effect.tryPromise({ try: () => conn.query(text, params), catch: toDbError })
 
   const watchers: Array<{ readonly pattern: RegExp; readonly changed: () => void }> = []
+  /**
+   * The watchers each statement text writes to. Texts are the code's constants (a few hundred),
+   * so the regular expressions run once per text, not on every query (they showed in the HTTP
+   * API's allocation profile); texts past the bound are matched each time.
+   */
+  const hitsByText = new Map<string, ReadonlyArray<() => void>>()
+  const hitsOf = (text: string): ReadonlyArray<() => void> => {
+    let hit = hitsByText.get(text)
+    if (hit === undefined) {
+      hit = WRITE.test(text) ? watchers.filter((w) => w.pattern.test(text)).map((w) => w.changed) : []
+      if (hitsByText.size < MAX_MATCHED_TEXTS) hitsByText.set(text, hit)
+    }
+    return hit
+  }
   /** Calls the watchers `text` writes to (now, and after it committed). */
   const watched = <A, E>(text: string, tx: Option.Option<TxConnection>, rows: Effect.Effect<A, E>): Effect.Effect<A, E> => {
-    if (watchers.length === 0 || !WRITE.test(text)) return rows
-    const hit = watchers.filter((w) => w.pattern.test(text)).map((w) => w.changed)
+    if (watchers.length === 0) return rows
+    const hit = hitsOf(text)
     if (hit.length === 0) return rows
     for (const f of hit) f()
     if (Option.isSome(tx)) {
@@ -139,7 +155,10 @@ export const makeDatabase = (source: ConnectionSource, hooks: DatabaseHooks = {}
       yield* Effect.tryPromise({ try: () => target.exec(script), catch: toDbError })
     })
 
-  const watchWrites = (tables: ReadonlyArray<string>, changed: () => void) => void watchers.push({ pattern: writesTo(tables), changed })
+  const watchWrites = (tables: ReadonlyArray<string>, changed: () => void) => {
+    watchers.push({ pattern: writesTo(tables), changed })
+    hitsByText.clear()
+  }
 
   return { query, transaction, exec, dialect: source.dialect, watchWrites }
 }

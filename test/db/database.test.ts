@@ -54,6 +54,30 @@ describe("Database port", () => {
     expect(await count("b4")).toBe(1)
   })
 
+  it("tells write watchers about writes to their tables, after commit too, including watchers added later", async () => {
+    await api.run(Database.use((db) => db.exec("CREATE TABLE t_watched (id int8)")))
+    const seen: Array<string> = []
+    const write = "INSERT INTO t_watched (id) VALUES (1)"
+    const watch = (name: string, tables: ReadonlyArray<string>) =>
+      api.run(Database.use((db) => Effect.sync(() => db.watchWrites(tables, () => seen.push(name)))))
+    const run = (text: string) => api.run(Database.use((db) => db.query(text)))
+    await watch("items", ["t_items"])
+    await run(write)
+    await run("SELECT * FROM t_watched")
+    expect(seen).toEqual([])
+    // A statement text already matched once must still reach a watcher registered afterwards.
+    await watch("watched", ["t_watched"])
+    await run(write)
+    expect(seen).toEqual(["watched", "watched"]) // when it runs and when it has answered
+    seen.length = 0
+    await api.run(Database.use((db) => db.transaction(db.query(write))))
+    expect(seen).toEqual(["watched", "watched"]) // when it runs and after COMMIT
+    seen.length = 0
+    await run("SELECT * FROM t_watched")
+    await run(write.replace("VALUES (1)", "VALUES (2)"))
+    expect(seen).toEqual(["watched", "watched"])
+  })
+
   it("keeps the SQLSTATE of a unique violation", async () => {
     await api.run(insert("c1"))
     const e = await api.run(Effect.flip(insert("c1")))

@@ -112,7 +112,8 @@ describe("src/main.ts as a process", () => {
     const s = await startService({})
     await waitUntil(() => ready(s), 60_000, "readyz")
     const cmdline = fs.readFileSync(`/proc/${s.child.pid}/cmdline`, "utf8").split("\0")
-    expect(cmdline).toContain("--max-semi-space-size=4")
+    // The young generation follows the engine: small on PGlite (idle RSS), larger on a server.
+    expect(cmdline).toContain(process.env.DATABASE_URL ? "--max-semi-space-size=32" : "--max-semi-space-size=4")
     expect(fs.readFileSync(`/proc/${s.child.pid}/environ`, "utf8").split("\0")).toContain("MALLOC_ARENA_MAX=2")
     s.child.kill("SIGTERM")
     expect(await s.exited).toBe(0)
@@ -146,6 +147,8 @@ describe.skipIf(!onPostgres)("WEB_CONCURRENCY=2 on PostgreSQL", () => {
       await waitUntil(() => logLines(s).some((l) => l.message === "all workers listening"), 90_000, "both workers")
       const workers = children(s.child.pid!)
       expect(workers).toHaveLength(2)
+      // On a server the young generation is sized for latency under load, in every worker.
+      for (const pid of workers) expect(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")).toContain("--max-semi-space-size=32")
       // Each worker's own line (their logs are buffered for a few ms).
       await waitUntil(() => logLines(s).filter((l) => l.message === "listening").length === 2, 10_000, "both listening lines")
       const listening = logLines(s).filter((l) => l.message === "listening")
