@@ -26,9 +26,9 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * - A PostgreSQL server (judged by its latency under load): 32 MB. At ~8k requests/s with 50 in
  *   flight, a 4 MB young generation is only about twice what the requests in flight hold, so a
  *   scavenge every ~6 ms found ~45 % of it alive and promoted half of that: ~100 MB/s into the old
- *   generation and a major GC every ~2 s, whose pauses made the p99. 32 MB: CPU per request
- *   ~10 % lower, the p99 of message by id ~21 against ~30 ms (median of rounds), for ~45 MiB more
- *   idle RSS.
+ *   generation and a major GC every ~2 s, whose pauses made the p99. 32 MB: the p99 of message
+ *   by id ~21 against ~30 ms (median of rounds), for ~45 MiB more idle RSS and ~90 MiB more peak
+ *   RSS under 100 KiB inbound mail.
  */
 export const youngGenerationFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
   databaseUrl ? ["--max-semi-space-size=32"] : ["--max-semi-space-size=4"]
