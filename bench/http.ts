@@ -18,7 +18,7 @@
  *   BENCH_PROFILE=/tmp/prof                          # the service runs with --cpu-prof
  *   BENCH_SERVICE_ENV='{"WEB_CONCURRENCY":"2"}'      # extra environment for the service
  *   BENCH_NODE_FLAGS="--trace-gc"                    # extra node/V8 flags for the service
- *   BENCH_SERVICE_LOG=/tmp/service.log               # keep the service's whole output there
+ *   BENCH_SERVICE_LOG_FILE=/tmp/service.log          # the service writes its whole output there
  */
 import { ConfigProvider, Effect } from "effect"
 import { execFile } from "node:child_process"
@@ -46,6 +46,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const SMALL = 1_000
 const LARGE = Number(process.env.BENCH_LARGE ?? 1_000_000)
 const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>
+const execFileAsync = promisify(execFile)
 const NODE_FLAGS = process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []
 const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
 
@@ -155,7 +156,7 @@ const cpuMs = (pid: number): number => {
  */
 const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Promise<WrkResult> => {
   const cpuBefore = cpuMs(pid)
-  const { stdout: out } = await promisify(execFile)("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
+  const { stdout: out } = await execFileAsync("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
   const lat = (p: string) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, "m").exec(out)
     return m ? Math.round(ms(m[1]!, m[2]!) * 100) / 100 : NaN
@@ -205,7 +206,7 @@ const benchEngine = async (engine: Engine) => {
     const s = await seed(env)
     if (engine === "pglite") fs.cpSync(path.join(dataDir, "pg"), path.join(peerDir, "pg"), { recursive: true })
     const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG)
+    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG_FILE)
     // Logs go to a pipe the benchmark drains, as they would to a collector.
     await new Promise((r) => setTimeout(r, 3000))
     const idleRss = treeRssMiB(service.child.pid!)

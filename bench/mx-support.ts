@@ -15,8 +15,8 @@ export interface Proc {
   readonly output: () => string
 }
 
-/** `logFile`: the process writes its output there itself (nothing to drain, so a parent busy in a
- * synchronous call never blocks a writer such as V8's --trace-gc); `output()` is then empty. */
+/** `logFile`: the process writes its output straight to that file (nothing for this process to
+ * drain, and nothing lost to the 20,000-character tail, e.g. with --trace-gc); `output()` is then empty. */
 export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}, logFile?: string): Proc => {
   const log = logFile === undefined ? "pipe" : fs.openSync(logFile, "w")
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", log, log] })
