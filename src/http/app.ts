@@ -71,6 +71,60 @@ const parseJsonBody = (rawBody: string, contentType: string | undefined): Effect
   })
 }
 
+type Decoder = NonNullable<ReturnType<typeof decoder>>
+
+/** A route with its decoders, built once when the app is made. */
+interface CompiledRoute {
+  readonly route: Route
+  readonly params: Decoder | undefined
+  readonly query: Decoder | undefined
+  readonly body: Decoder | undefined
+}
+
+/** Decodes one input; a failure adds its field issues to `issues` and yields `undefined`. */
+const take = (decode: Decoder | undefined, input: unknown, issues: Array<FieldIssue>): Effect.Effect<unknown> =>
+  decode === undefined ? Effect.succeed(input) : Effect.map(decode(input), (result) => {
+    if (result._tag === "Success") return result.success
+    issues.push(...result.failure)
+    return undefined
+  })
+
+/**
+ * One request: credentials, then the body and every input decoded, then the route's handler.
+ * Defined once at module level, never as `Effect.gen(function*() {…})` inside the request: V8
+ * gives every generator function created at run time its own hidden class, allocated in the old
+ * generation, and that class keeps the closure (and so the whole request) alive until the next
+ * full GC. Per request that meant ~20 % of all allocation promoted and a major GC every ~3 s
+ * (bench/REPORT.md, 2026-11-25).
+ */
+const handle = Effect.fnUntraced(function*({ route: r, ...decode }: CompiledRoute, c: HonoContext<Vars>, requestId: string, rawBody: string) {
+  let principal: Principal | undefined
+  if (r.auth !== "none") {
+    const auth = yield* Authenticator
+    principal = yield* auth.authenticate({ authorization: c.req.header("authorization"), apiKey: c.req.header("x-api-key") }, r.auth)
+    if (r.scope) yield* auth.requireScope(principal, r.scope)
+  }
+  // Credentials first: a caller without them learns nothing about what a body must look like.
+  const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
+  const issues: Array<FieldIssue> = []
+  const params = yield* take(decode.params, c.req.param(), issues)
+  const query = yield* take(decode.query, c.req.query(), issues)
+  const body = yield* take(decode.body, parsed, issues)
+  if (issues.length > 0) return yield* new ValidationError({ message: "request validation failed", issues })
+  return yield* r.handler({
+    body,
+    query,
+    params,
+    principal,
+    requestId,
+    // A value, not a getter: a getter makes V8 build this object in dictionary mode, and with it
+    // ~5 MB of every scavenge's survivors were promoted under load (test/http/hidden-classes.test.ts).
+    ip: clientIp(c),
+    header: (name) => c.req.header(name),
+    rawBody,
+  })
+})
+
 export interface AppOptions {
   readonly routes: ReadonlyArray<Route>
   /** Provides every service the routes use (src/layers.ts). */
@@ -164,53 +218,12 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
   })
 
   for (const r of options.routes) {
-    const decodeParams = decoder(r.params)
-    const decodeQuery = decoder(r.query)
-    const decodeBody = decoder(r.body)
+    const compiled: CompiledRoute = { route: r, params: decoder(r.params), query: decoder(r.query), body: decoder(r.body) }
     const span = `${r.method.toUpperCase()} ${r.path}`
     app.on(r.method.toUpperCase(), r.path, async (c) => {
       const requestId = c.get("requestId")
       const rawBody = r.body || r.rawBody ? await c.req.text() : ""
-      const program = Effect.gen(function*() {
-        let principal: Principal | undefined
-        if (r.auth !== "none") {
-          const auth = yield* Authenticator
-          principal = yield* auth.authenticate(
-            { authorization: c.req.header("authorization"), apiKey: c.req.header("x-api-key") },
-            r.auth,
-          )
-          if (r.scope) yield* auth.requireScope(principal, r.scope)
-        }
-        // Credentials first: a caller without them learns nothing about what a body must look like.
-        const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
-        const issues: Array<FieldIssue> = []
-        const take = function*(decode: ReturnType<typeof decoder>, input: unknown) {
-          if (!decode) return input
-          const result = yield* decode(input)
-          if (result._tag === "Success") return result.success
-          issues.push(...result.failure)
-          return undefined
-        }
-        const params = yield* take(decodeParams, c.req.param())
-        const query = yield* take(decodeQuery, c.req.query())
-        const body = yield* take(decodeBody, parsed)
-        if (issues.length > 0) {
-          return yield* new ValidationError({ message: "request validation failed", issues })
-        }
-        return yield* r.handler({
-          body,
-          query,
-          params,
-          principal,
-          requestId,
-          get ip() {
-            return clientIp(c)
-          },
-          header: (name) => c.req.header(name),
-          rawBody,
-        })
-      })
-      const annotated = Effect.annotateLogs(program, "request_id", requestId)
+      const annotated = Effect.annotateLogs(handle(compiled, c, requestId, rawBody), "request_id", requestId)
       const exit = await runtime.runPromiseExit(ambient?.tracing ? Effect.withSpan(annotated, span) : annotated)
       if (Exit.isFailure(exit)) return sendError(c, renderCause(exit.cause))
       const reply = exit.value
