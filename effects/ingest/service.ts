@@ -124,30 +124,42 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
        * Routes of the recipients that reach an address, one per address, and the return paths
        * among them (the path without an MX session).
        */
-      const targetsOf = (rcpts: ReadonlyArray<string>) =>
-        Effect.gen(function*() {
-          const byAddress = new Map<number, AdmittedDestination>()
-          const byReturnPath = new Map<string, AdmittedReturnPath>()
-          const found = yield* Effect.forEach(rcpts, (rcpt) =>
-            recipients.lookup(rcpt).pipe(
-              Effect.map((target) => [{ rcpt, target }]),
-              Effect.catchTags({ UnknownRecipient: () => Effect.succeed([]), DomainSuspended: () => Effect.succeed([]) }),
-            ), { concurrency: "unbounded" })
-          for (const { rcpt, target } of found.flat()) {
-            if (target._tag === "ReturnPath") {
-              const key = returnPathKey(target.recipient)
-              if (!byReturnPath.has(key)) byReturnPath.set(key, { rcpt, recipient: target.recipient })
-            } else if (!byAddress.has(target.destination.addressId)) byAddress.set(target.destination.addressId, { ...target.destination, rcpt })
-          }
-          return { destinations: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
-        })
+      const targetsOf = Effect.fnUntraced(function*(rcpts: ReadonlyArray<string>) {
+        const byAddress = new Map<number, AdmittedDestination>()
+        const byReturnPath = new Map<string, AdmittedReturnPath>()
+        const found = yield* Effect.forEach(rcpts, (rcpt) =>
+          recipients.lookup(rcpt).pipe(
+            Effect.map((target) => [{ rcpt, target }]),
+            Effect.catchTags({ UnknownRecipient: () => Effect.succeed([]), DomainSuspended: () => Effect.succeed([]) }),
+          ), { concurrency: "unbounded" })
+        for (const { rcpt, target } of found.flat()) {
+          if (target._tag === "ReturnPath") {
+            const key = returnPathKey(target.recipient)
+            if (!byReturnPath.has(key)) byReturnPath.set(key, { rcpt, recipient: target.recipient })
+          } else if (!byAddress.has(target.destination.addressId)) byAddress.set(target.destination.addressId, { ...target.destination, rcpt })
+        }
+        return { destinations: [...byAddress.values()], returnPaths: [...byReturnPath.values()] }
+      })
 
       /** Each return path's report, read and recorded (free of charge). */
-      const reportTo = (message: MessageBytes, mailFrom: string, returnPaths: ReadonlyArray<AdmittedReturnPath>) =>
-        Effect.gen(function*() {
-          const raw = yield* Effect.promise(() => message.read())
-          yield* Effect.forEach(returnPaths, (p) => bounces.process({ raw, mailFrom, recipient: p.recipient }), { discard: true })
+      const reportTo = Effect.fnUntraced(function*(message: MessageBytes, mailFrom: string, returnPaths: ReadonlyArray<AdmittedReturnPath>) {
+        const raw = yield* Effect.promise(() => message.read())
+        yield* Effect.forEach(returnPaths, (p) => bounces.process({ raw, mailFrom, recipient: p.recipient }), { discard: true })
+      })
+
+      /** The message authenticated, parsed and laid out as rows for the writer. */
+      const prepare = Effect.fnUntraced(function*(d: Delivery, message: MessageBytes, destinations: ReadonlyArray<AdmittedDestination>) {
+        const at = Number(yield* Clock.currentTimeMillis)
+        const prepared = yield* preparer.prepare({
+          source: message.source(),
+          mailFrom: d.mailFrom,
+          client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
+          mta: config.mxHost,
+          id: transactionId(),
+          at,
         })
+        return { destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })), message: prepared, at: new Date(at) } satisfies Prepared
+      })
 
       const deliver = Effect.fnUntraced(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
@@ -156,18 +168,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
         if (destinations.length === 0) return []
         // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
-        const stored = yield* writer.store(Effect.gen(function*() {
-          const at = Number(yield* Clock.currentTimeMillis)
-          const prepared = yield* preparer.prepare({
-            source: message.source(),
-            mailFrom: d.mailFrom,
-            client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
-            mta: config.mxHost,
-            id: transactionId(),
-            at,
-          })
-          return { destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })), message: prepared, at: new Date(at) } satisfies Prepared
-        }))
+        const stored = yield* writer.store(prepare(d, message, destinations))
         return stored.map((m) => m.id)
       })
 

@@ -97,24 +97,23 @@ export const makeIngestWriter = (options: { readonly gatherMs?: number; readonly
       outcome._tag === "Stored" ? Deferred.succeed(job.done, outcome.messages) : Deferred.fail(job.done, outcome.error)
 
     /** Commits `jobs` together, or one by one when together fails. */
-    const write = (jobs: ReadonlyArray<Job>): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const exit = yield* commit(jobs)
-        if (Exit.isSuccess(exit)) {
-          // Before any sender hears back: its next RCPT starts from what this commit left.
-          const stored = exit.value.outcomes.flatMap((o) => (o._tag === "Stored" ? o.messages.map((m) => m.addressId) : []))
-          recipients.remember(exit.value.balances, stored, exit.value.asOf)
-          yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
-          // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
-          return yield* exit.value.afterCommit
-        }
-        if (jobs.length > 1) {
-          yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)
-          return yield* Effect.forEach(jobs, (job) => write([job]), { discard: true })
-        }
-        yield* Effect.logError("ingest: a message could not be stored", exit.cause)
-        yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
-      })
+    const write: (jobs: ReadonlyArray<Job>) => Effect.Effect<void> = Effect.fnUntraced(function*(jobs: ReadonlyArray<Job>) {
+      const exit = yield* commit(jobs)
+      if (Exit.isSuccess(exit)) {
+        // Before any sender hears back: its next RCPT starts from what this commit left.
+        const stored = exit.value.outcomes.flatMap((o) => (o._tag === "Stored" ? o.messages.map((m) => m.addressId) : []))
+        recipients.remember(exit.value.balances, stored, exit.value.asOf)
+        yield* Effect.forEach(jobs, (job, i) => answer(job, exit.value.outcomes[i]!), { discard: true })
+        // Wake the workers of whatever was queued (the webhook worker among them) right at commit.
+        return yield* exit.value.afterCommit
+      }
+      if (jobs.length > 1) {
+        yield* Effect.logWarning("ingest: a batch failed, committing its messages one by one", exit.cause)
+        return yield* Effect.forEach(jobs, (job) => write([job]), { discard: true })
+      }
+      yield* Effect.logError("ingest: a message could not be stored", exit.cause)
+      yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
+    })
 
     /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
     const bySize = (jobs: ReadonlyArray<Job>) => {
@@ -141,24 +140,23 @@ export const makeIngestWriter = (options: { readonly gatherMs?: number; readonly
      * bound is a latency cap on the process's own monotonic time, not a business time (a test
      * clock that stands still must not make the writer wait longer).
      */
-    const gather = (jobs: Array<Job>) =>
-      Effect.gen(function*() {
-        const until = performance.now() + gatherMs
-        while (jobs.length < BATCH_MAX) {
-          // What is already in the mailbox joins at once (it may have arrived just as a wait ended).
-          if ((yield* Queue.size(mailbox)) > 0) {
-            jobs.push(...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length)))
-            continue
-          }
-          const left = until - performance.now()
-          if (onTheWay === 0 || left <= 0 || bytesOf(jobs) >= (options.gatherBytes ?? GATHER_BYTES)) break
-          const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
-            Effect.timeoutOption(Math.min(left, 2)),
-          )
-          if (Option.isSome(more)) jobs.push(...more.value)
+    const gather = Effect.fnUntraced(function*(jobs: Array<Job>) {
+      const until = performance.now() + gatherMs
+      while (jobs.length < BATCH_MAX) {
+        // What is already in the mailbox joins at once (it may have arrived just as a wait ended).
+        if ((yield* Queue.size(mailbox)) > 0) {
+          jobs.push(...(yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length)))
+          continue
         }
-        return jobs
-      })
+        const left = until - performance.now()
+        if (onTheWay === 0 || left <= 0 || bytesOf(jobs) >= (options.gatherBytes ?? GATHER_BYTES)) break
+        const more = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX - jobs.length).pipe(
+          Effect.timeoutOption(Math.min(left, 2)),
+        )
+        if (Option.isSome(more)) jobs.push(...more.value)
+      }
+      return jobs
+    })
 
     yield* Effect.forkScoped(Effect.forever(
       Effect.gen(function*() {
@@ -174,12 +172,11 @@ export const makeIngestWriter = (options: { readonly gatherMs?: number; readonly
       })
     )
 
-    const enqueue = (prepared: Prepared) =>
-      Effect.gen(function*() {
-        const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
-        yield* Queue.offer(mailbox, { prepared, done })
-        return done
-      })
+    const enqueue = Effect.fnUntraced(function*(prepared: Prepared) {
+      const done = yield* Deferred.make<ReadonlyArray<StoredMessage>, WriteError>()
+      yield* Queue.offer(mailbox, { prepared, done })
+      return done
+    })
 
     const submit = (prepared: Prepared) => Effect.flatMap(enqueue(prepared), Deferred.await)
 

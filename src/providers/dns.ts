@@ -70,33 +70,37 @@ export const dnsLayer = Layer.effect(
         )
       )
 
+    /** Asks the servers for `key`, keeps the answer for its TTL and hands it to whoever waits on `mine`. */
+    const fetchAndKeep = Effect.fnUntraced(
+      function*(key: string, name: string, rrtype: string, now: number, mine: Deferred.Deferred<KeptAnswer>) {
+        const { exit, ttl } = yield* fetch(name, rrtype)
+        const seconds = Math.min(Math.max(0, ttl), MAX_TTL_SECONDS)
+        cache.delete(key)
+        if (seconds > 0) {
+          cache.set(key, { expiresAt: now + seconds * 1000, exit })
+          if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!)
+        }
+        const answer = { exit, keepMs: seconds * 1000 }
+        yield* Deferred.succeed(mine, answer)
+        return answer
+      },
+      // Whoever waits on this question is never left hanging (interrupt is a no-op once done).
+      (effect, key, _name, _rrtype, _now, mine) =>
+        Effect.ensuring(effect, Effect.andThen(Effect.sync(() => inFlight.delete(key)), Deferred.interrupt(mine))),
+    )
+
     /** The cached answer or a fresh one, and how long it stays in the cache from now. */
-    const resolveKept = (name: string, rrtype: string): Effect.Effect<KeptAnswer> =>
-      Effect.gen(function*() {
-        const key = `${rrtype.toUpperCase()} ${name.toLowerCase().replace(/\.$/, "")}`
-        const now = yield* Clock.currentTimeMillis
-        const kept = cache.get(key)
-        if (kept && kept.expiresAt > now) return { exit: kept.exit, keepMs: kept.expiresAt - now }
-        const pending = inFlight.get(key)
-        if (pending) return yield* Deferred.await(pending)
-        const mine = yield* Deferred.make<KeptAnswer>()
-        inFlight.set(key, mine)
-        return yield* Effect.gen(function*() {
-          const { exit, ttl } = yield* fetch(name, rrtype)
-          const seconds = Math.min(Math.max(0, ttl), MAX_TTL_SECONDS)
-          cache.delete(key)
-          if (seconds > 0) {
-            cache.set(key, { expiresAt: now + seconds * 1000, exit })
-            if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!)
-          }
-          const answer = { exit, keepMs: seconds * 1000 }
-          yield* Deferred.succeed(mine, answer)
-          return answer
-        }).pipe(
-          // Whoever waits on this question is never left hanging (interrupt is a no-op once done).
-          Effect.ensuring(Effect.andThen(Effect.sync(() => inFlight.delete(key)), Deferred.interrupt(mine))),
-        )
-      })
+    const resolveKept: (name: string, rrtype: string) => Effect.Effect<KeptAnswer> = Effect.fnUntraced(function*(name: string, rrtype: string) {
+      const key = `${rrtype.toUpperCase()} ${name.toLowerCase().replace(/\.$/, "")}`
+      const now = yield* Clock.currentTimeMillis
+      const kept = cache.get(key)
+      if (kept && kept.expiresAt > now) return { exit: kept.exit, keepMs: kept.expiresAt - now }
+      const pending = inFlight.get(key)
+      if (pending) return yield* Deferred.await(pending)
+      const mine = yield* Deferred.make<KeptAnswer>()
+      inFlight.set(key, mine)
+      return yield* fetchAndKeep(key, name, rrtype, now, mine)
+    })
 
     const resolve = (name: string, rrtype: string): Effect.Effect<ReadonlyArray<unknown>, DnsError> =>
       Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)

@@ -52,18 +52,17 @@ export const onMailFrom = endTransaction
  * valid VERP return path (free). Refusals with 5xx, a forged return path among them, count
  * toward MAX_BAD_RECIPIENTS.
  */
-export const onRecipient = (state: MxSessionState, recipient: string) =>
-  Effect.gen(function*() {
-    const ingest = yield* Ingest
-    const admitted = yield* Effect.result(replying(recipient)(ingest.admit(recipient, state.envelope)))
-    if (admitted._tag === "Failure") {
-      if (admitted.failure.code >= 500 && ++state.badRecipients >= MAX_BAD_RECIPIENTS) {
-        return yield* reply(421, "4.7.0 Too many rejected recipients, closing connection")
-      }
-      return yield* admitted.failure
+export const onRecipient = Effect.fnUntraced(function*(state: MxSessionState, recipient: string) {
+  const ingest = yield* Ingest
+  const admitted = yield* Effect.result(replying(recipient)(ingest.admit(recipient, state.envelope)))
+  if (admitted._tag === "Failure") {
+    if (admitted.failure.code >= 500 && ++state.badRecipients >= MAX_BAD_RECIPIENTS) {
+      return yield* reply(421, "4.7.0 Too many rejected recipients, closing connection")
     }
-    return admitted.success
-  })
+    return yield* admitted.failure
+  }
+  return admitted.success
+})
 
 /**
  * End of DATA: reads the message as a report for the return paths admitted at RCPT and stores it
@@ -71,12 +70,14 @@ export const onRecipient = (state: MxSessionState, recipient: string) =>
  * now); the text of the 250 names the stored message ids. The transaction's holds are freed once
  * it is answered, after the commit.
  */
-export const onMessage = (state: MxSessionState, delivery: Omit<Delivery, "destinations" | "returnPaths">) =>
-  Effect.gen(function*() {
+export const onMessage = Effect.fnUntraced(
+  function*(state: MxSessionState, delivery: Omit<Delivery, "destinations" | "returnPaths">) {
     const ingest = yield* Ingest
     const destinations = [...state.envelope.destinations.values()]
     const returnPaths = [...state.envelope.returnPaths.values()]
     const admitted = destinations.length > 0 || returnPaths.length > 0
     const ids = yield* replying()(ingest.deliver(admitted ? { ...delivery, destinations, returnPaths } : delivery))
     return ids.length > 0 ? `2.0.0 OK: stored as ${ids.join(",")}` : "2.0.0 OK: delivery report received"
-  }).pipe(Effect.ensuring(endTransaction(state)))
+  },
+  (effect, state) => Effect.ensuring(effect, endTransaction(state)),
+)
