@@ -91,13 +91,13 @@ const take = (decode: Decoder | undefined, input: unknown, issues: Array<FieldIs
 
 /**
  * One request: credentials, then the body and every input decoded, then the route's handler.
- * Defined once at module level, never as `Effect.gen(function*() {…})` inside the request: V8
- * gives every generator function created at run time its own hidden class, allocated in the old
- * generation, and that class keeps the closure (and so the whole request) alive until the next
- * full GC. Per request that meant ~20 % of all allocation promoted and a major GC every ~3 s
- * (bench/REPORT.md, 2026-11-25).
+ * Defined once at module level, never as `Effect.gen(function*() {…})` inside the request: a
+ * generator function created per request that reaches the request measured ~6 MB of every
+ * scavenge's survivors promoted under load and 42k against 70k req/s in a bare Hono app
+ * (bench/REPORT.md, 2026-11-25 afternoon).
  */
-const handle = Effect.fnUntraced(function*({ route: r, ...decode }: CompiledRoute, c: HonoContext<Vars>, requestId: string, rawBody: string) {
+const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoContext<Vars>, requestId: string, rawBody: string) {
+  const r = compiled.route
   let principal: Principal | undefined
   if (r.auth !== "none") {
     const auth = yield* Authenticator
@@ -107,9 +107,9 @@ const handle = Effect.fnUntraced(function*({ route: r, ...decode }: CompiledRout
   // Credentials first: a caller without them learns nothing about what a body must look like.
   const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
   const issues: Array<FieldIssue> = []
-  const params = yield* take(decode.params, c.req.param(), issues)
-  const query = yield* take(decode.query, c.req.query(), issues)
-  const body = yield* take(decode.body, parsed, issues)
+  const params = yield* take(compiled.params, c.req.param(), issues)
+  const query = yield* take(compiled.query, c.req.query(), issues)
+  const body = yield* take(compiled.body, parsed, issues)
   if (issues.length > 0) return yield* new ValidationError({ message: "request validation failed", issues })
   return yield* r.handler({
     body,
