@@ -46,6 +46,8 @@ const ACCOUNTS = (process.env.BENCH_ACCOUNTS ?? "1,20").split(",").map(Number)
 const PEERS = process.env.BENCH_PEERS !== "0"
 /** BENCH_SERVICE_LOG=1 prints what the service wrote (its warnings, any diagnostics). */
 const SERVICE_LOG = process.env.BENCH_SERVICE_LOG === "1"
+/** BENCH_SERVICE_ENV='{"INGEST_THREADS":"0"}': settings added to the service's environment. */
+const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>
 
 const LOADS = [
   { key: "reuse", label: "2 KiB, 20 sessions reusing connections", size: 2048, sessions: 20, reuse: true, messages: scale(4000) },
@@ -84,6 +86,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
     PAYMENT_WEBHOOK_SECRET: randomHexSync(16),
     SMTP_MAX_SESSIONS_PER_IP: "1000",
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...SERVICE_ENV,
   }
   const settings = await Effect.runPromise(loadSettings(ConfigProvider.fromEnv({ env })))
   const seeding = makeRuntime(settings, { workers: false, logger: quietLoggerLayer })

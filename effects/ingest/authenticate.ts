@@ -8,7 +8,7 @@
  */
 import type { Readable } from "node:stream"
 import { authenticate as mailauth, type DNSResolver } from "mailauth"
-import { headerLinesOf } from "./parse.ts"
+import { headerLinesOf } from "./mime.ts"
 import { pgSafe } from "./text.ts"
 import { plainIp, traceSafe } from "./trace.ts"
 

@@ -4,7 +4,7 @@
  * here, so a parsed message is turned into storable values (safe text, JSON, base64 bytes) once.
  */
 import type { AttachmentMeta } from "../messages/schema.ts"
-import type { ParsedMessage } from "./parse.ts"
+import type { ParsedMessage } from "./mime.ts"
 import { jsonSafe, pgSafe } from "./text.ts"
 
 /** The columns both message tables have, every value safe for its column. */

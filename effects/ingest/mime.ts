@@ -1,0 +1,106 @@
+/**
+ * MIME → the fields an InboundMessage stores, with mailparser: decoded subject and bodies in any
+ * charset, attachments and inline parts as bytes, and the header block as a plain map. Strings
+ * are made safe for PostgreSQL (no NUL, no lone surrogates): real mail carries both.
+ *
+ * Plain functions, no Effect: the prepare worker threads (src/ingest/prepare-worker.ts) load this
+ * module, and importing `effect` there cost ~50 MiB of resident memory per thread (measured:
+ * bench/REPORT.md, MX ingest). ./parse.ts wraps it for the Effect side.
+ */
+import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
+import type { Readable } from "node:stream"
+import { CharsetDecoder } from "./charsets.ts"
+import { pgSafe } from "./text.ts"
+
+export interface ParsedAttachment {
+  readonly filename: string
+  readonly contentType: string
+  readonly contentId: string | null
+  readonly content: Uint8Array
+}
+
+export interface ParsedMessage {
+  readonly from: string
+  readonly subject: string
+  readonly text: string
+  readonly html: string
+  readonly messageId: string | null
+  /** Lowercase header name → unfolded raw value; repeated headers (Received) become arrays. */
+  readonly headers: Record<string, string | Array<string>>
+  readonly attachments: ReadonlyArray<ParsedAttachment>
+}
+
+/** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
+const mailbox = (m: EmailAddress): string => {
+  if (m.group) return `${m.name}: ${m.group.map(mailbox).join(", ")};`
+  const name = m.name.trim()
+  if (!name) return m.address ?? ""
+  const shown = /[()<>[\]:;@\\,."]/.test(name) ? `"${name.replace(/(["\\])/g, "\\$1")}"` : name
+  return m.address ? `${shown} <${m.address}>` : shown
+}
+
+const addressText = (a: AddressObject | Array<AddressObject> | undefined): string =>
+  a === undefined ? "" : (Array.isArray(a) ? a : [a]).flatMap((x) => x.value).map(mailbox).join(", ")
+
+const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string | Array<string>> => {
+  // A Map, then own properties: a header named `__proto__` must stay a header.
+  const out = new Map<string, string | Array<string>>()
+  for (const { key, line } of lines) {
+    const name = pgSafe(key.toLowerCase())
+    const colon = line.indexOf(":")
+    const value = pgSafe((colon >= 0 ? line.slice(colon + 1) : "").replace(/\r?\n[ \t]+/g, " ").trim())
+    const seen = out.get(name)
+    if (seen === undefined) out.set(name, value)
+    else if (Array.isArray(seen)) seen.push(value)
+    else out.set(name, [seen, value])
+  }
+  return Object.fromEntries(out)
+}
+
+/**
+ * The header lines of a header block we wrote ourselves (the trace: Authentication-Results,
+ * Received-SPF, Received), in mailparser's `headerLines` shape: one entry per header, folded
+ * continuation lines kept in `line`.
+ */
+export const headerLinesOf = (block: string): Array<{ key: string; line: string }> =>
+  block.split(/\r?\n(?![ \t])/).filter((line) => line.trim() !== "").map((line) => ({
+    key: line.slice(0, Math.max(0, line.indexOf(":"))).trim().toLowerCase(),
+    line,
+  }))
+
+const PARSER_OPTIONS = {
+  // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
+  keepCidLinks: true,
+  skipTextToHtml: true,
+  skipImageLinks: true,
+  maxHtmlLengthToParse: 4 * 1024 * 1024,
+  Iconv: CharsetDecoder as unknown as SimpleParserOptions["Iconv"],
+} as SimpleParserOptions
+
+/**
+ * Parses a message (a buffer parses faster than a stream of it; a spooled message comes as a
+ * stream). `prefix`: header lines that go in front of the message's own in the header map (the
+ * trace this MX wrote), so the body is never copied to put them in front of it. Rejects when
+ * mailparser gives up.
+ */
+export const parseMail = async (
+  source: Buffer | Readable,
+  prefix: ReadonlyArray<{ key: string; line: string }> = [],
+): Promise<ParsedMessage> => {
+  const mail = await simpleParser(source, PARSER_OPTIONS)
+  return {
+    from: pgSafe(addressText(mail.from)),
+    subject: pgSafe(mail.subject ?? ""),
+    text: pgSafe(mail.text ?? ""),
+    html: pgSafe(typeof mail.html === "string" ? mail.html : ""),
+    messageId: mail.messageId ? pgSafe(mail.messageId) : null,
+    headers: headerMap(prefix.length > 0 ? [...prefix, ...mail.headerLines] : mail.headerLines),
+    attachments: mail.attachments.map((a) => ({
+      filename: pgSafe(a.filename ?? ""),
+      contentType: pgSafe(a.contentType || "application/octet-stream"),
+      contentId: a.cid ? pgSafe(a.cid) : a.contentId ? pgSafe(a.contentId.replace(/^<|>$/g, "")) : null,
+      content: a.content,
+    })),
+  }
+}
+
