@@ -9,6 +9,8 @@
  * so a database writer cannot swap sealed values between columns.
  */
 import { Effect, Schema } from "effect"
+import { Buffer } from "node:buffer"
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
 import { fromBase64Url, toBase64Url } from "./crypto.ts"
 
 /** A sealed value that is malformed, was sealed under another key or context, or was tampered with. */
@@ -18,54 +20,42 @@ export class SecretboxError extends Schema.TaggedError<SecretboxError>()("Secret
 
 const VERSION = "v1."
 const NONCE_BYTES = 12
-const enc = new TextEncoder()
+const TAG_BYTES = 16
 const dec = new TextDecoder("utf-8", { fatal: true })
 
-// Importing a key costs a little; services seal and open with the same few keys all the time.
-const keys = new WeakMap<Uint8Array, Promise<CryptoKey>>()
-const cryptoKey = (key: Uint8Array): Promise<CryptoKey> => {
-  let k = keys.get(key)
-  if (!k) {
-    if (key.length !== 32) return Promise.reject(new Error(`secretbox: expected a 32-byte key, got ${key.length} bytes`))
-    k = crypto.subtle.importKey("raw", key as BufferSource, { name: "AES-GCM" }, false, ["encrypt", "decrypt"])
-    keys.set(key, k)
-  }
-  return k
+/*
+ * AES-256-GCM through node:crypto (both runtimes have it), synchronously: WebCrypto's
+ * encrypt/decrypt each were a round trip through the thread pool, and opening a webhook's secret
+ * then waited for a busy event loop before every delivery (bench/REPORT.md, MX ingest). The
+ * sealed layout is WebCrypto's: ciphertext followed by the 16-byte tag, so values sealed before
+ * open unchanged (test/shared/secretbox.test.ts checks both directions against crypto.subtle).
+ */
+const checkedKey = (key: Uint8Array): Uint8Array => {
+  if (key.length !== 32) throw new Error(`secretbox: expected a 32-byte key, got ${key.length} bytes`)
+  return key
 }
-
-const bytes = (data: string | Uint8Array): Uint8Array => (typeof data === "string" ? enc.encode(data) : data)
 
 /** Encrypts `plaintext`. A wrong-sized key is a configuration bug, hence a defect. */
 export const seal = (key: Uint8Array, plaintext: string | Uint8Array, context = ""): Effect.Effect<string> =>
-  Effect.promise(async () => {
-    const nonce = crypto.getRandomValues(new Uint8Array(NONCE_BYTES))
-    const sealed = new Uint8Array(
-      await crypto.subtle.encrypt(
-        { name: "AES-GCM", iv: nonce as BufferSource, additionalData: enc.encode(context) as BufferSource },
-        await cryptoKey(key),
-        bytes(plaintext) as BufferSource,
-      ),
-    )
-    const out = new Uint8Array(NONCE_BYTES + sealed.length)
-    out.set(nonce, 0)
-    out.set(sealed, NONCE_BYTES)
-    return VERSION + toBase64Url(out)
+  Effect.sync(() => {
+    const nonce = randomBytes(NONCE_BYTES)
+    const cipher = createCipheriv("aes-256-gcm", checkedKey(key), nonce)
+    cipher.setAAD(Buffer.from(context, "utf8"))
+    const body = Buffer.concat([cipher.update(typeof plaintext === "string" ? Buffer.from(plaintext, "utf8") : plaintext), cipher.final()])
+    return VERSION + toBase64Url(Buffer.concat([nonce, body, cipher.getAuthTag()]))
   })
 
 /** Decrypts a value made by `seal` with the same key and context. */
 export const open = (key: Uint8Array, sealed: string, context = ""): Effect.Effect<Uint8Array, SecretboxError> =>
-  Effect.tryPromise({
-    try: async () => {
+  Effect.try({
+    try: () => {
       if (!sealed.startsWith(VERSION)) throw new Error("unknown sealed format")
       const raw = fromBase64Url(sealed.slice(VERSION.length))
-      if (raw.length < NONCE_BYTES + 16) throw new Error("sealed value too short")
-      return new Uint8Array(
-        await crypto.subtle.decrypt(
-          { name: "AES-GCM", iv: raw.subarray(0, NONCE_BYTES) as BufferSource, additionalData: enc.encode(context) as BufferSource },
-          await cryptoKey(key),
-          raw.subarray(NONCE_BYTES) as BufferSource,
-        ),
-      )
+      if (raw.length < NONCE_BYTES + TAG_BYTES) throw new Error("sealed value too short")
+      const decipher = createDecipheriv("aes-256-gcm", checkedKey(key), raw.subarray(0, NONCE_BYTES))
+      decipher.setAAD(Buffer.from(context, "utf8"))
+      decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES))
+      return new Uint8Array(Buffer.concat([decipher.update(raw.subarray(NONCE_BYTES, raw.length - TAG_BYTES)), decipher.final()]))
     },
     // The cause text stays out: it would only say "decryption failed" anyway.
     catch: () => new SecretboxError({ message: "sealed secret cannot be opened (wrong key, wrong context or tampered)" }),

@@ -30,6 +30,28 @@ describe("secretbox", () => {
     expect(await fails(key, "plain text", "")).toBe("SecretboxError")
   })
 
+  // Values sealed by the earlier WebCrypto implementation are in databases: the layout
+  // (nonce ‖ ciphertext ‖ tag, context as additional data) must stay WebCrypto's in both directions.
+  it("opens what WebCrypto AES-GCM sealed, and seals what WebCrypto opens", async () => {
+    const aes = await crypto.subtle.importKey("raw", key, { name: "AES-GCM" }, false, ["encrypt", "decrypt"])
+    for (const context of ["webhook.secret", ""]) {
+      const nonce = crypto.getRandomValues(new Uint8Array(12))
+      const body = new Uint8Array(
+        await crypto.subtle.encrypt({ name: "AES-GCM", iv: nonce, additionalData: new TextEncoder().encode(context) }, aes, new TextEncoder().encode("whsec_é✓")),
+      )
+      const sealed = "v1." + Buffer.concat([nonce, body]).toString("base64url")
+      expect(await run(openText(key, sealed, context))).toBe("whsec_é✓")
+
+      const ours = Buffer.from((await run(seal(key, "sk_live_ünï", context))).slice(3), "base64url")
+      const plain = await crypto.subtle.decrypt(
+        { name: "AES-GCM", iv: ours.subarray(0, 12), additionalData: new TextEncoder().encode(context) },
+        aes,
+        ours.subarray(12),
+      )
+      expect(new TextDecoder().decode(plain)).toBe("sk_live_ünï")
+    }
+  })
+
   it("treats a wrong-sized key as a defect (a configuration bug)", async () => {
     await expect(run(seal(new Uint8Array(16), "x"))).rejects.toThrow(/32-byte key/)
   })
