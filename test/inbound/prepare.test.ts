@@ -103,6 +103,47 @@ describe("a prepare thread", () => {
     expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", textBody: "Habari, hii ni ankara yako.\n" })
   })
 
+  it("encodes the row as JSON in a buffer of exactly its size: non-ASCII text, attachments and body intact", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const pdf = Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0xff, 0xfe, 0x80, 0x0a])
+    const mail = Buffer.from(
+      [
+        "From: =?UTF-8?Q?Zuh=C3=B4r_=E2=9C=93?= <zuhor@sender.example>",
+        "To: box@inbox.localhost",
+        "Subject: =?UTF-8?B?" + Buffer.from("Ankara “ya” mwezi — €5 🙂").toString("base64") + "?=",
+        "MIME-Version: 1.0",
+        'Content-Type: multipart/mixed; boundary="b"',
+        "",
+        "--b",
+        "Content-Type: text/plain; charset=utf-8",
+        "Content-Transfer-Encoding: 8bit",
+        "",
+        'Habari "quoted" \\ backslash\ttab, ünïcödé ✓',
+        "--b",
+        "Content-Type: application/pdf",
+        "Content-Disposition: attachment; filename*=UTF-8''ankara%E2%9C%93.pdf",
+        "Content-Transfer-Encoding: base64",
+        "",
+        pdf.toString("base64"),
+        "--b--",
+        "",
+      ].join("\r\n"),
+    )
+    const [prepared] = await withPreparer(MessagePreparer.inProcess.pipe(Layer.provide(dns.layer)), (p) => Effect.all([p.prepare(job(mail))]))
+    const bytes = prepared!.row
+    // Transferable as it is: the buffer is the row, no pooled slab around it.
+    expect(bytes.byteOffset).toBe(0)
+    expect(bytes.buffer.byteLength).toBe(bytes.byteLength)
+    const row = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    expect(row.subject).toBe("Ankara “ya” mwezi — €5 🙂")
+    expect(row.from_addr).toBe("Zuhôr ✓ <zuhor@sender.example>")
+    expect(row.text_body).toBe('Habari "quoted" \\ backslash\ttab, ünïcödé ✓')
+    expect(Buffer.from(row.body, "base64").equals(mail)).toBe(true)
+    expect(row.parts).toHaveLength(1)
+    expect(row.parts[0]).toMatchObject({ filename: "ankara✓.pdf", content_type: "application/pdf", size: pdf.length, position: 0 })
+    expect(Buffer.from(row.parts[0].content, "base64").equals(pdf)).toBe(true)
+  })
+
   it("asks the main thread's Dns once per name while the answer may be kept, and every time when it may not", async () => {
     const keep = { ms: 60_000 }
     const dns = stubDns(keep)
