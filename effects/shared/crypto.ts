@@ -1,14 +1,12 @@
 /**
- * Web Crypto helpers shared by every capability (both Node 24 and Deno 2 have `crypto.subtle`,
+ * Crypto helpers shared by every capability (both Node 24 and Deno 2 have `crypto.subtle`,
  * `node:buffer` and `node:crypto`). Secrets come from the platform CSPRNG, not Effect's `Random`:
  * Random is a seedable PRNG meant for deterministic tests, and a predictable API key or webhook
  * secret would be a vulnerability.
  */
 import { Effect } from "effect"
 import { Buffer } from "node:buffer"
-import { createHmac, timingSafeEqual as constantTimeEqual } from "node:crypto"
-
-const enc = new TextEncoder()
+import { createHash, createHmac, timingSafeEqual as constantTimeEqual } from "node:crypto"
 
 export const toHex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex")
 
@@ -25,10 +23,9 @@ export const randomHex = (n: number): Effect.Effect<string> =>
 
 export const randomHexSync = (n: number): string => toHex(crypto.getRandomValues(new Uint8Array(n)))
 
+/** Lowercase hex SHA-256, synchronous for the same reason as `hmacSha256Sync` below. */
 export const sha256Hex = (data: string | Uint8Array): Effect.Effect<string> =>
-  Effect.promise(async () =>
-    toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", typeof data === "string" ? enc.encode(data) : data as BufferSource)))
-  )
+  Effect.sync(() => createHash("sha256").update(data).digest("hex"))
 
 /**
  * HMAC-SHA256, computed synchronously (node:crypto, on both runtimes). WebCrypto's importKey
