@@ -2,10 +2,10 @@
  * The process around the service (src/main.ts), before any of it loads:
  *
  * - A lean heap. On Node the entry re-executes itself once (process.execve: same pid, same
- *   stdio) with a young generation sized for the engine (`youngGenerationFlags`), glibc held to
- *   two malloc arenas and a fixed mmap threshold: together ~140 MB less resident memory at idle
- *   on PGlite (bench/REPORT.md). SERVICE_LEAN=0 turns it off; flags and variables already given
- *   are kept.
+ *   stdio) with V8 flags for the engine (`engineFlags`: the young generation, and on PGlite no
+ *   WebAssembly tier-up), glibc held to two malloc arenas and a fixed mmap threshold: together
+ *   ~140 MB less resident memory at idle on PGlite and no ~800 MiB peak (bench/REPORT.md).
+ *   SERVICE_LEAN=0 turns it off; flags and variables already given are kept.
  * - WEB_CONCURRENCY=N on PostgreSQL: N worker processes (node:cluster) sharing the HTTP and SMTP
  *   ports; background work already coordinates through the database (SKIP LOCKED, advisory
  *   locks, AuthChanges). PGlite is one process by nature and Deno has no cluster: both run one
@@ -19,8 +19,9 @@ const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Rec
 const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
 /**
- * The young generation, by engine (bench/REPORT.md has the measurements).
+ * V8 flags by engine (bench/REPORT.md has the measurements).
  *
+ * The young generation:
  * - Embedded PGlite (the default, judged by its idle RSS): 4 MB semi-spaces, idle RSS 221 MiB
  *   against 246 MiB with V8's 16 MB (and 216 with 1 MB, which cost ~50 % more CPU per request).
  * - A PostgreSQL server (judged by its latency under load): 32 MB. At ~8k requests/s with 50 in
@@ -29,16 +30,33 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  *   generation and a major GC every ~2 s, whose pauses made the p99. 32 MB: the p99 of message
  *   by id ~21 against ~30 ms (median of rounds), for ~45 MiB more idle RSS and ~90 MiB more peak
  *   RSS under 100 KiB inbound mail.
+ *
+ * PGlite's WebAssembly stays on V8's baseline compiler (no tier-up to the optimising one). One
+ * function of PGlite's module (#2272, 105 KB of code) took the optimising compiler 456 ms and
+ * ~600 MB of compiler memory (`--trace-wasm-compilation-times`) within the first few hundred
+ * queries: every process on PGlite peaked at ~750–840 MiB RSS, then fell back to ~230. Without
+ * tier-up: peak ~300 MiB, idle 213–215 MiB, inbound mail on PGlite as fast within noise, the
+ * HTTP API on PGlite 15–20 % slower (message by id 0.76–0.82× the peer instead of 0.92–0.96×).
+ * A host with memory to spare starts `node --wasm-tier-up src/main.ts` (a flag given wins).
  */
-export const youngGenerationFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
-  databaseUrl ? ["--max-semi-space-size=32"] : ["--max-semi-space-size=4"]
+export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
+  databaseUrl ? ["--max-semi-space-size=32"] : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+
+/** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
+const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")
+
+/** The engine's flags that `given` (the process's own flags and NODE_OPTIONS) does not already set, either way. */
+export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.env.DATABASE_URL): Array<string> => {
+  const named = new Set(given.filter((g) => g.startsWith("--")).map(flagName))
+  return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)))
+}
 
 /** Replaces the process with a lean one, once; returns when it does not (Deno, opted out, already lean). */
 export const becomeLean = (): void => {
   const execve = (process as { execve?: (file: string, args: Array<string>, env: NodeJS.ProcessEnv) => never }).execve
   if (isDeno || !execve || process.env.SERVICE_LEAN === "0" || process.env.SERVICE_LEAN_APPLIED === "1" || cluster.isWorker) return
   const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
-  const flags = youngGenerationFlags().filter((f) => !given.some((g) => g.startsWith(f.split("=")[0]!)))
+  const flags = flagsToAdd(given)
   const env = {
     ...process.env,
     SERVICE_LEAN_APPLIED: "1",

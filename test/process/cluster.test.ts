@@ -114,6 +114,9 @@ describe("src/main.ts as a process", () => {
     const cmdline = fs.readFileSync(`/proc/${s.child.pid}/cmdline`, "utf8").split("\0")
     // The young generation follows the engine: small on PGlite (idle RSS), larger on a server.
     expect(cmdline).toContain(process.env.DATABASE_URL ? "--max-semi-space-size=32" : "--max-semi-space-size=4")
+    // PGlite's WebAssembly is never tiered up (its optimising compile peaked at ~800 MiB).
+    if (process.env.DATABASE_URL) expect(cmdline).not.toContain("--no-wasm-tier-up")
+    else expect(cmdline).toEqual(expect.arrayContaining(["--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]))
     expect(fs.readFileSync(`/proc/${s.child.pid}/environ`, "utf8").split("\0")).toContain("MALLOC_ARENA_MAX=2")
     s.child.kill("SIGTERM")
     expect(await s.exited).toBe(0)

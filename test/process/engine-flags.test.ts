@@ -1,0 +1,21 @@
+/** The V8 flags src/process.ts re-executes with, by engine (why: see there and bench/REPORT.md). */
+import { describe, expect, it } from "vitest"
+import { engineFlags, flagsToAdd } from "../../src/process.ts"
+
+describe("engineFlags", () => {
+  it("keeps PGlite lean (small young generation, WebAssembly never tiered up) and gives a PostgreSQL deployment room for the requests in flight", () => {
+    const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+    expect(engineFlags(undefined)).toEqual(pglite)
+    expect(engineFlags("")).toEqual(pglite)
+    expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=32"])
+  })
+
+  it("leaves alone a flag the operator gave, in either polarity and spelling", () => {
+    expect(flagsToAdd([], undefined)).toEqual(engineFlags(undefined))
+    expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering"])
+    expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up"], undefined)).toEqual(["--max-semi-space-size=4"])
+    expect(flagsToAdd(["--max-semi-space-size=8", "src/main.ts", ""], "postgres://db/mail")).toEqual([])
+    // A similar-looking flag is another flag.
+    expect(flagsToAdd(["--wasm-tier-up-filter=3"], undefined)).toEqual(engineFlags(undefined))
+  })
+})
