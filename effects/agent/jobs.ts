@@ -42,17 +42,12 @@ export class AgentJobs extends Context.Service<AgentJobs, AgentJobsShape>()("app
       const enqueueMany = Effect.fn("AgentJobs.enqueueMany")(function*(messages: ReadonlyArray<StoredMessage>) {
         if (messages.length === 0) return 0
         const at = new Date(Number(yield* Clock.currentTimeMillis))
-        const rows = yield* db.query(
-          `INSERT INTO agent_jobs (user_id, address_id, message_id, status, attempt, next_attempt_at, created_at)
-           SELECT c.user_id, c.address_id, m.id, 'pending', 0, $1, $1
-             FROM json_to_recordset($2::json) AS m (id int8, address_id int8)
-             JOIN agent_configs c ON c.address_id = m.address_id AND c.enabled AND c.mode <> 'off'
-            ORDER BY m.id
-           ON CONFLICT (message_id) DO NOTHING
-           RETURNING id`,
+        // A function (migration 028) so PGlite keeps its plan: it runs in every ingest commit.
+        const [row] = yield* db.query<{ n: number }>(
+          "SELECT queue_agent_jobs($1, $2::json) AS n",
           [at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
         )
-        return rows.length
+        return Number(row!.n)
       })
 
       return AgentJobs.of({ enqueue, enqueueMany, wake: signals.notify(AGENT_QUEUE) })

@@ -14,7 +14,6 @@ import { Database, type DbError } from "../ports/Database.ts"
 import { SmsGateway } from "../ports/SmsGateway.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { openText } from "../shared/secretbox.ts"
-import { inList } from "../shared/values.ts"
 import type { SmsDeliveryRow, SmsRuleRow } from "./schema.ts"
 import { smsSummary } from "./summary.ts"
 
@@ -92,10 +91,11 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
         if (messages.length === 0) return 0
         // Which addresses have a rule at all, first: the summary is only worth making for those.
         const addressIds = [...new Set(messages.map((m) => m.addressId))]
+        // A function (migration 028) so PGlite keeps its plan: it runs in every ingest commit.
         const ruled = new Set((yield* db.query<{ address_id: number }>(
-          `SELECT DISTINCT address_id FROM sms_rules WHERE is_active AND address_id IN (${inList(addressIds.length, "int8")})`,
-          addressIds,
-        )).map((r) => r.address_id))
+          "SELECT address_id FROM sms_ruled_addresses($1::int8[]) AS address_id",
+          [`{${addressIds.join(",")}}`],
+        )).map((r) => Number(r.address_id)))
         const wanted = messages.filter((m) => ruled.has(m.addressId))
         if (wanted.length === 0) return 0
         const at = yield* now

@@ -83,15 +83,12 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
       const enqueueMany = Effect.fn("WebhookDeliveries.enqueueMany")(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
         if (messages.length === 0) return 0
         const at = new Date(Number(yield* Clock.currentTimeMillis))
-        const rows = yield* db.query(
-          `INSERT INTO webhook_deliveries (webhook_id, message_id, event, status, attempt, next_attempt_at, created_at)
-           SELECT w.id, m.id, $1, 'pending', 0, $2, $2
-             FROM json_to_recordset($3::json) AS m (id int8, address_id int8) JOIN webhooks w ON w.address_id = m.address_id AND w.is_active
-            ORDER BY m.id, w.id
-           RETURNING id`,
+        // A function (migration 028) so PGlite keeps its plan: it runs in every ingest commit.
+        const [row] = yield* db.query<{ n: number }>(
+          "SELECT queue_webhook_deliveries($1, $2, $3::json) AS n",
           [MESSAGE_RECEIVED, at, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
         )
-        return rows.length
+        return Number(row!.n)
       })
 
       return WebhookDeliveries.of({
