@@ -4,7 +4,7 @@
  * are made safe for PostgreSQL (no NUL, no lone surrogates): real mail carries both.
  *
  * Plain functions, no Effect: the prepare worker threads (src/ingest/prepare-worker.ts) load this
- * module, and importing `effect` there cost ~50 MiB of resident memory per thread (measured:
+ * module, and importing `effect` there cost ~32 MiB of resident memory per thread (measured:
  * bench/REPORT.md, MX ingest). ./parse.ts wraps it for the Effect side.
  */
 import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"

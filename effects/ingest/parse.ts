@@ -4,10 +4,6 @@
 import { Effect, Schema } from "effect"
 import { isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { parseMail } from "./mime.ts"
-import { pgSafe } from "./text.ts"
-
-export { headerLinesOf, type ParsedAttachment, type ParsedMessage, parseMail } from "./mime.ts"
-export { pgSafe }
 
 /** mailparser gave up on the message: 554 5.6.0. */
 export class MalformedMessage extends Schema.TaggedError<MalformedMessage>()("MalformedMessage", {

@@ -23,7 +23,7 @@ export const randomHex = (n: number): Effect.Effect<string> =>
 
 export const randomHexSync = (n: number): string => toHex(crypto.getRandomValues(new Uint8Array(n)))
 
-/** Lowercase hex SHA-256, synchronous for the same reason as `hmacSha256Sync` below. */
+/** Lowercase hex SHA-256, synchronous for the same reason as `hmacSha256` below. */
 export const sha256Hex = (data: string | Uint8Array): Effect.Effect<string> =>
   Effect.sync(() => createHash("sha256").update(data).digest("hex"))
 
@@ -34,11 +34,8 @@ export const sha256Hex = (data: string | Uint8Array): Effect.Effect<string> =>
  * claim to the receiver at 200 msgs/s of inbound mail on PGlite, 1.0 ms once synchronous
  * (bench/REPORT.md, MX ingest). An HMAC of a webhook body takes microseconds.
  */
-export const hmacSha256Sync = (key: string | Uint8Array, data: string | Uint8Array): Uint8Array =>
-  new Uint8Array(createHmac("sha256", key).update(data).digest())
-
 export const hmacSha256 = (key: string | Uint8Array, data: string | Uint8Array): Effect.Effect<Uint8Array> =>
-  Effect.sync(() => hmacSha256Sync(key, data))
+  Effect.sync(() => new Uint8Array(createHmac("sha256", key).update(data).digest()))
 
 /** Lowercase hex HMAC-SHA256, the form of `X-Signature` and `X-Gateway-Signature`. */
 export const hmacSha256Hex = (key: string | Uint8Array, data: string | Uint8Array): Effect.Effect<string> =>

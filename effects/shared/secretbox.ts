@@ -28,7 +28,7 @@ const dec = new TextDecoder("utf-8", { fatal: true })
  * encrypt/decrypt each were a round trip through the thread pool, and opening a webhook's secret
  * then waited for a busy event loop before every delivery (bench/REPORT.md, MX ingest). The
  * sealed layout is WebCrypto's: ciphertext followed by the 16-byte tag, so values sealed before
- * open unchanged (test/shared/secretbox.test.ts checks both directions against crypto.subtle).
+ * open unchanged (test/webhooks/secretbox.test.ts checks both directions against crypto.subtle).
  */
 const checkedKey = (key: Uint8Array): Uint8Array => {
   if (key.length !== 32) throw new Error(`secretbox: expected a 32-byte key, got ${key.length} bytes`)
