@@ -35,8 +35,8 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * function of PGlite's module (#2272, 105 KB of code) took the optimising compiler 456 ms and
  * ~600 MB of compiler memory (`--trace-wasm-compilation-times`) within the first few hundred
  * queries: every process on PGlite peaked at ~750–840 MiB RSS, then fell back to ~230. Without
- * tier-up: peak ~300 MiB, idle 213–215 MiB, inbound mail on PGlite as fast within noise, the
- * HTTP API on PGlite 15–20 % slower (message by id 0.76–0.82× the peer instead of 0.92–0.96×).
+ * tier-up: peak ~300–500 MiB, idle 213–215 MiB; inbound mail on PGlite ~5–10 % slower and the
+ * HTTP API on PGlite 15–20 % slower (message by id 0.76–0.85× the peer instead of 0.92–0.96×).
  * A host with memory to spare starts `node --wasm-tier-up src/main.ts` (a flag given wins).
  */
 export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
