@@ -35,7 +35,7 @@ import { Sandbox } from "../effects/sandbox/service.ts"
 import { SenderIdentities } from "../effects/sending-domains/identity.ts"
 import { SendingDomains } from "../effects/sending-domains/service.ts"
 import { WorkSignals } from "../effects/ports/WorkSignals.ts"
-import type { DbError } from "../effects/ports/Database.ts"
+import { Database, type DbError } from "../effects/ports/Database.ts"
 import { RateLimiter } from "../effects/ratelimit/service.ts"
 import { SmsDeliveries } from "../effects/sms/delivery.ts"
 import { smsSubscriber } from "../effects/sms/events.ts"
@@ -122,7 +122,7 @@ const messageEvents = Layer.effect(
   MessageEvents,
   Effect.gen(function*() {
     const subscribers = [yield* webhookSubscriber, yield* smsSubscriber, yield* agentSubscriber, yield* endpointSubscriber]
-    return MessageEvents.of(MessageEvents.combine(subscribers))
+    return MessageEvents.of(MessageEvents.combine(yield* Database, subscribers))
   }),
 )
 

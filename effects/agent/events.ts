@@ -10,6 +10,7 @@ import { AgentJobs } from "./jobs.ts"
 export const agentSubscriber = Effect.gen(function*() {
   const jobs = yield* AgentJobs
   const subscriber: MessageSubscriber = {
+    subscriptions: "agent_configs",
     stored: (messages) => Effect.map(jobs.enqueueMany(messages), (n) => wakeIf(n, jobs.wake)),
   }
   return subscriber

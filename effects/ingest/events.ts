@@ -5,12 +5,15 @@
  * messages and all their follow-up rows exist, or none. A subscriber writes rows only for the
  * subscriptions that exist (one INSERT … SELECT … JOIN per commit, however many messages), and
  * answers what to do once the transaction committed: wake its worker when it queued something,
- * nothing otherwise (a worker woken for nothing still costs a claim query per commit).
+ * nothing otherwise (a worker woken for nothing still costs a claim query per commit). A commit
+ * first asks which subscription tables hold anything for its addresses and accounts (one call,
+ * `followup_subscriptions`, migration 029) and calls only those subscribers: most mail goes to
+ * addresses with none, and four statements finding nothing cost PGlite more than storing.
  *
  * Subscribers (webhooks, SMS, agent, and whatever comes next) are listed in src/layers.ts.
  */
 import { Context, Effect, Layer } from "effect"
-import type { DbError } from "../ports/Database.ts"
+import type { DatabaseShape, DbError } from "../ports/Database.ts"
 
 export interface StoredMessage {
   readonly id: number
@@ -23,7 +26,11 @@ export interface StoredMessage {
   readonly receivedAt: Date
 }
 
-export interface MessageSubscriber {
+/** The tables subscriptions live in, as `followup_subscriptions` (migration 029) names them. */
+export type SubscriptionTable = "webhooks" | "event_endpoints" | "sms_rules" | "agent_configs"
+
+/** Follow-up work of one commit's stored copies. */
+export interface FollowUps {
   /**
    * Queues follow-up work for the messages of one commit; runs inside the storing transaction.
    * Succeeds with the effect to run after the commit (wake a worker, or `Effect.void`).
@@ -31,27 +38,65 @@ export interface MessageSubscriber {
   readonly stored: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<Effect.Effect<void>, DbError>
 }
 
-export type MessageEventsShape = MessageSubscriber
+/** Where a commit's copies go: the question `plan` asks is about these. */
+export interface Copy {
+  readonly addressId: number
+  readonly userId: number
+}
+
+export interface MessageEventsShape extends FollowUps {
+  /**
+   * The subscribers a commit of `copies` needs (`followup_subscriptions`), asked inside the
+   * storing transaction. Ingest asks alongside its storing statement: on PostgreSQL both go out
+   * in one round trip. `stored` alone asks first, then queues.
+   */
+  readonly plan: (copies: ReadonlyArray<Copy>) => Effect.Effect<FollowUps, DbError>
+}
+
+export interface MessageSubscriber extends FollowUps {
+  /** Where its subscriptions are: a commit whose addresses and accounts have none there skips it. */
+  readonly subscriptions: SubscriptionTable
+}
 
 /** The after-commit effect of a subscriber that queued `n` rows. */
 export const wakeIf = (n: number, wake: Effect.Effect<void>): Effect.Effect<void> => (n > 0 ? wake : Effect.void)
 
+const nothing: FollowUps = { stored: () => Effect.succeed(Effect.void) }
+
+/** `subscribers` run together: their statements go out at once (they touch different tables). */
+const together = (subscribers: ReadonlyArray<FollowUps>): FollowUps =>
+  subscribers.length === 0 ? nothing : {
+    stored: (ms) =>
+      ms.length === 0 ? Effect.succeed(Effect.void) : Effect.map(
+        Effect.forEach(subscribers, (s) => s.stored(ms), { concurrency: "unbounded" }),
+        (after) => Effect.forEach(after, (a) => a, { discard: true }),
+      ),
+  }
+
 export class MessageEvents extends Context.Service<MessageEvents, MessageEventsShape>()("app/MessageEvents") {
   /** No subscribers (a capability that is not wired yet, or tests of ingest alone). */
-  static readonly none = Layer.succeed(MessageEvents, MessageEvents.of({ stored: () => Effect.succeed(Effect.void) }))
+  static readonly none = Layer.succeed(MessageEvents, MessageEvents.of({ ...nothing, plan: () => Effect.succeed(nothing) }))
 
   /**
-   * Runs several subscribers; an empty commit calls none of them. Their statements go out
-   * together (PostgreSQL pipelines them on the transaction's connection: one round trip, not one
-   * per subscriber); they touch different tables, so their order does not matter.
+   * Runs the subscribers whose tables hold something for the commit's copies; an empty commit
+   * calls none of them. Their statements go out together (PostgreSQL pipelines them on the
+   * transaction's connection: one round trip, not one per subscriber).
    */
-  static readonly combine = (subscribers: ReadonlyArray<MessageSubscriber>): MessageEventsShape => ({
-    stored: (ms) =>
-      ms.length === 0
-        ? Effect.succeed(Effect.void)
-        : Effect.map(
-          Effect.forEach(subscribers, (s) => s.stored(ms), { concurrency: "unbounded" }),
-          (after) => Effect.forEach(after, (a) => a, { discard: true }),
+  static readonly combine = (db: DatabaseShape, subscribers: ReadonlyArray<MessageSubscriber>): MessageEventsShape => {
+    const plan = (copies: ReadonlyArray<Copy>) =>
+      copies.length === 0 ? Effect.succeed(nothing) : Effect.map(
+        db.query<{ t: string }>(
+          "SELECT t FROM followup_subscriptions($1::int8[], $2::int8[]) AS t",
+          [intArray(copies.map((c) => c.addressId)), intArray(copies.map((c) => c.userId))],
         ),
-  })
+        (rows) => {
+          const tables = new Set(rows.map((r) => r.t))
+          return together(subscribers.filter((s) => tables.has(s.subscriptions)))
+        },
+      )
+    return { plan, stored: (ms) => Effect.flatMap(plan(ms), (f) => f.stored(ms)) }
+  }
 }
+
+/** Distinct ids as a PostgreSQL array literal (the same text on both drivers). */
+const intArray = (ids: ReadonlyArray<number>): string => `{${[...new Set(ids)].join(",")}}`

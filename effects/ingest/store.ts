@@ -73,7 +73,12 @@ const TAIL = Buffer.from("]}")
  */
 export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
-    const [row] = yield* db.query<{ answer: Answer | string }>("SELECT ingest_batch($1::jsonb) AS answer", [batchJson(batch)])
+    // Which subscribers the batch may need is asked alongside storing it (one round trip to a
+    // PostgreSQL server), for every destination: a superset of the copies that will be stored.
+    const [[row], followUps] = yield* Effect.all([
+      db.query<{ answer: Answer | string }>("SELECT ingest_batch($1::jsonb) AS answer", [batchJson(batch)]),
+      events.plan(batch.flatMap((p) => p.destinations)),
+    ], { concurrency: "unbounded" })
     const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer
     const mine: Array<Array<StoredMessage>> = batch.map(() => [])
     const outcomes: Array<Outcome> = mine.map((messages) => ({ _tag: "Stored", messages }))
@@ -107,6 +112,6 @@ export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch
     if (stored.length === 0) return { outcomes, balances, afterCommit: Effect.void }
 
     // Follow-up work of the subscriptions that exist (their statements go out together).
-    const afterCommit = yield* events.stored(stored)
+    const afterCommit = yield* followUps.stored(stored)
     return { outcomes, balances, afterCommit }
   })

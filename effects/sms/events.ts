@@ -11,6 +11,7 @@ import { SmsDeliveries } from "./delivery.ts"
 export const smsSubscriber = Effect.gen(function*() {
   const deliveries = yield* SmsDeliveries
   const subscriber: MessageSubscriber = {
+    subscriptions: "sms_rules",
     stored: (messages) => Effect.map(deliveries.enqueueMany(messages), (n) => wakeIf(n, deliveries.wake)),
   }
   return subscriber

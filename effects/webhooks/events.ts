@@ -12,6 +12,7 @@ import { EventDeliveries } from "./event-deliveries.ts"
 export const webhookSubscriber = Effect.gen(function*() {
   const deliveries = yield* WebhookDeliveries
   const subscriber: MessageSubscriber = {
+    subscriptions: "webhooks",
     stored: (messages) => Effect.map(deliveries.enqueueMany(messages), (n) => wakeIf(n, deliveries.wake)),
   }
   return subscriber
@@ -20,6 +21,7 @@ export const webhookSubscriber = Effect.gen(function*() {
 export const endpointSubscriber = Effect.gen(function*() {
   const deliveries = yield* EventDeliveries
   const subscriber: MessageSubscriber = {
+    subscriptions: "event_endpoints",
     stored: (messages) => Effect.map(deliveries.emitInbound(messages), (n) => wakeIf(n, deliveries.wake)),
   }
   return subscriber

@@ -239,6 +239,73 @@ describe("the batch commit", () => {
   })
 })
 
+describe("the follow-up work of a commit", () => {
+  /** The subscribers' statements a commit of one message to each of `copies` ran, by their first words. */
+  const followUps = async (copies: ReadonlyArray<ReturnType<typeof copyOf>>) => {
+    statements.length = 0
+    await app.run(Effect.gen(function*() {
+      const r = yield* commit([yield* prepared(plainMessage(), copies)])
+      yield* r.afterCommit
+    }))
+    return statements.filter((s) => !s.startsWith("SELECT ingest_batch") && !["BEGIN", "COMMIT"].includes(s)).map((s) => s.split("(")[0]!)
+  }
+  const pending = async (table: string, column: string, messageOf: string) =>
+    (await query<{ n: number }>(app, `SELECT count(*)::int8 AS n FROM ${table} d JOIN inbound_messages m ON m.id = d.${column} WHERE m.user_id = $1`, [messageOf]))[0]!.n
+
+  it("asks which subscription tables apply, then runs only those subscribers", async () => {
+    const a = await account(1000)
+    // Nothing subscribed: one question, no subscriber statement.
+    expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions"])
+
+    // Each kind of subscription, one at a time, switches on its subscriber and only its own.
+    const webhook = await query<{ id: number }>(
+      app,
+      "INSERT INTO webhooks (user_id, address_id, url, secret_sealed) VALUES ($1, $2, 'https://hooks.example/a', 'x') RETURNING id",
+      [a.userId, a.address.id],
+    )
+    expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_webhook_deliveries"])
+    expect(await pending("webhook_deliveries", "message_id", String(a.userId))).toBe(1)
+    await query(app, "UPDATE webhooks SET is_active = false WHERE id = $1", [webhook[0]!.id])
+
+    const endpoint = await query<{ id: number }>(
+      app,
+      `INSERT INTO event_endpoints (user_id, url, secret_sealed, events) VALUES ($1, 'https://hooks.example/e', 'x', '["inbound.message_received"]') RETURNING id`,
+      [a.userId],
+    )
+    expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_event_deliveries"])
+    expect(await pending("event_deliveries", "message_id", String(a.userId))).toBe(1)
+    await query(app, "UPDATE event_endpoints SET is_active = false WHERE id = $1", [endpoint[0]!.id])
+
+    await query(
+      app,
+      "INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix) VALUES ($1, $2, '+255712345678', 'x', 'x')",
+      [a.userId, a.address.id],
+    )
+    expect((await followUps([copyOf(a)]))[1]).toBe("SELECT address_id FROM sms_ruled_addresses")
+    expect(await pending("sms_deliveries", "message_id", String(a.userId))).toBe(1)
+    await query(app, "UPDATE sms_rules SET is_active = false WHERE address_id = $1", [a.address.id])
+
+    // An agent that is off is no subscription; one in draft mode is.
+    await query(app, "INSERT INTO agent_configs (address_id, user_id, mode) VALUES ($1, $2, 'off')", [a.address.id, a.userId])
+    expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions"])
+    await query(app, "UPDATE agent_configs SET mode = 'draft' WHERE address_id = $1", [a.address.id])
+    expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_agent_jobs"])
+    expect(await pending("agent_jobs", "message_id", String(a.userId))).toBe(1)
+  })
+
+  it("runs a subscriber when any message of the commit has its subscription, and queues only for that one", async () => {
+    const a = await account(1000)
+    const b = await account(1000)
+    await query(app, "INSERT INTO webhooks (user_id, address_id, url, secret_sealed) VALUES ($1, $2, 'https://hooks.example/b', 'x')", [
+      b.userId,
+      b.address.id,
+    ])
+    expect(await followUps([copyOf(a), copyOf(b)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_webhook_deliveries"])
+    expect(await pending("webhook_deliveries", "message_id", String(a.userId))).toBe(0)
+    expect(await pending("webhook_deliveries", "message_id", String(b.userId))).toBe(1)
+  })
+})
+
 describe("the writer", () => {
   it("never lets one bad message fail its batch-mates", async () => {
     const a = await account(1000)
