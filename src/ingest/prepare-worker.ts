@@ -11,6 +11,7 @@
 import type { DNSResolver } from "mailauth"
 import { parentPort } from "node:worker_threads"
 import { type PrepareJob, prepareMessage } from "../../effects/ingest/prepare.ts"
+import { jobQueue } from "./job-queue.ts"
 
 const port = parentPort!
 
@@ -35,16 +36,37 @@ const settle = (answer: Answer, resolve: (records: Array<Array<string>>) => void
   answer.ok ? resolve(answer.records) : reject(dnsFailure(answer.code, answer.message))
 
 let nextQuestion = 0
-const questions = new Map<number, { key: string; resolve: (records: Array<Array<string>>) => void; reject: (e: Error) => void }>()
+const questions = new Map<
+  number,
+  { key: string; resolve: (records: Array<Array<string>>) => void; reject: (e: Error) => void; unpark: () => void }
+>()
 const resolver: DNSResolver = (name, rrtype) =>
   new Promise((resolve, reject) => {
     const key = `${rrtype} ${name.toLowerCase()}`
     const hit = kept.get(key)
     if (hit && hit.until > performance.now()) return settle(hit.answer, resolve as (records: Array<Array<string>>) => void, reject)
     const q = nextQuestion++
-    questions.set(q, { key, resolve: resolve as (records: Array<Array<string>>) => void, reject })
+    questions.set(q, { key, resolve: resolve as (records: Array<Array<string>>) => void, reject, unpark: jobs.park() })
     port.postMessage({ t: "dns", q, name, rrtype })
   })
+
+/** Jobs run at most this many at a time, in arrival order (./job-queue.ts). */
+const RUNNING_MAX = 2
+
+const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
+  prepareMessage(job, resolver).then(
+    // The row's bytes are handed over, not copied (they are most of a large message).
+    (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer]),
+    (e: unknown) =>
+      port.postMessage({
+        t: "done",
+        id,
+        ok: false,
+        unparsable: (e as { unparsable?: boolean })?.unparsable === true,
+        message: e instanceof Error ? e.message : String(e),
+      }),
+  )
+)
 
 type Incoming =
   | { readonly t: "job"; readonly id: number; readonly job: PrepareJob }
@@ -55,6 +77,7 @@ port.on("message", (m: Incoming) => {
     const waiting = questions.get(m.q)
     questions.delete(m.q)
     if (!waiting) return
+    waiting.unpark()
     if (m.keepMs > 0) {
       kept.delete(waiting.key)
       kept.set(waiting.key, { until: performance.now() + m.keepMs, answer: m })
@@ -62,16 +85,5 @@ port.on("message", (m: Incoming) => {
     }
     return settle(m, waiting.resolve, waiting.reject)
   }
-  prepareMessage(m.job, resolver).then(
-    // The row's bytes are handed over, not copied (they are most of a large message).
-    (value) => port.postMessage({ t: "done", id: m.id, ok: true, value }, [value.row.buffer as ArrayBuffer]),
-    (e: unknown) =>
-      port.postMessage({
-        t: "done",
-        id: m.id,
-        ok: false,
-        unparsable: (e as { unparsable?: boolean })?.unparsable === true,
-        message: e instanceof Error ? e.message : String(e),
-      }),
-  )
+  jobs.add({ id: m.id, job: m.job })
 })

@@ -6,7 +6,7 @@
  * jobs instead of hanging them and the next job gets a new thread; a spooled message is read
  * from its file.
  */
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -163,6 +163,39 @@ describe("a prepare thread", () => {
         yield* p.prepare(job(plain, { mailFrom: "a@other.example" }))
         expect(dns.asked.filter((q) => q.includes("other.example")).length).toBe(2 * other)
       }))
+  })
+
+  it("goes on with other jobs while some wait for DNS answers that do not come", async () => {
+    // Every sender domain's SPF question is held until released: a job that started is one whose
+    // domain was asked. The thread runs two jobs at a time, yet all six get to ask.
+    let release!: () => void
+    const released = new Promise<void>((r) => (release = r))
+    const asked: Array<string> = []
+    const resolveKept = (name: string, rrtype: string) =>
+      Effect.promise(async () => {
+        asked.push(`${rrtype} ${name}`)
+        await released
+        return { exit: Exit.fail(new DnsError({ message: "no such record", code: "ENOTFOUND", name, rrtype })), keepMs: 0 }
+      })
+    const resolve = (name: string, rrtype: string) => Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)
+    const held = Layer.succeed(
+      Dns,
+      Dns.of({ txt: (n) => resolve(n, "TXT") as never, mx: (n) => resolve(n, "MX") as never, a: (n) => resolve(n, "A") as never, resolve, resolveKept, resolveFresh: resolve }),
+    )
+    const senders = [1, 2, 3, 4, 5, 6].map((i) => `d${i}.example`)
+    const prepared = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(held)), (p) =>
+      Effect.gen(function*() {
+        const all = yield* Effect.forkChild(
+          Effect.forEach(senders, (d) => p.prepare(job(plain, { mailFrom: `a@${d}` })), { concurrency: "unbounded" }),
+        )
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 500)))
+        const started = senders.filter((d) => asked.some((q) => q.endsWith(` ${d}`)))
+        expect(started).toEqual(senders)
+        release()
+        return yield* Fiber.join(all)
+      }))
+    expect(prepared.map((m) => m.subject)).toEqual(senders.map(() => "Ankara ya mwezi"))
+    expect(senders.every((d) => asked.some((q) => q.endsWith(` ${d}`)))).toBe(true)
   })
 
   it("fails the jobs of a thread that dies instead of leaving them waiting, and starts another for the next", async () => {
