@@ -1,8 +1,9 @@
 /**
  * The batch commit: many received messages stored and charged in one transaction, in a fixed
  * number of statements whatever the batch holds: one call (`ingest_batch`, migration 026) that
- * locks, admits, stores and charges, then each subscriber once. The call keeps its plans for the
- * session (PGlite plans in WASM, which cost more than the inserts) and is one round trip to a
+ * locks, admits, stores and charges, sent with the question of which subscribers the batch
+ * needs (./events.ts), then each of those once. The call keeps its plans for the session (PGlite
+ * plans in WASM, which cost more than the inserts); with the question it is one round trip to a
  * PostgreSQL server.
  *
  * Inside it, locks are taken in one global order, address rows by id, then wallets by user id,
