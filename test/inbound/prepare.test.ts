@@ -4,7 +4,7 @@
  * own headers without being copied in front of its body; DNS goes through the main thread's Dns
  * port and a thread keeps an answer only as long as that port says; a dying thread fails its
  * jobs instead of hanging them and the next job gets a new thread; a spooled message is read
- * from its file.
+ * from its file; a job waiting for DNS holds up no other.
  */
 import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
@@ -167,7 +167,7 @@ describe("a prepare thread", () => {
 
   it("goes on with other jobs while some wait for DNS answers that do not come", async () => {
     // Every sender domain's SPF question is held until released: a job that started is one whose
-    // domain was asked. The thread runs two jobs at a time, yet all six get to ask.
+    // domain was asked: all six get to ask, none waits behind another's unanswered question.
     let release!: () => void
     const released = new Promise<void>((r) => (release = r))
     const asked: Array<string> = []
