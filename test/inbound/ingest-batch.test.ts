@@ -249,8 +249,9 @@ describe("the follow-up work of a commit", () => {
     }))
     return statements.filter((s) => !s.startsWith("SELECT ingest_batch") && !["BEGIN", "COMMIT"].includes(s)).map((s) => s.split("(")[0]!)
   }
-  const pending = async (table: string, column: string, messageOf: string) =>
-    (await query<{ n: number }>(app, `SELECT count(*)::int8 AS n FROM ${table} d JOIN inbound_messages m ON m.id = d.${column} WHERE m.user_id = $1`, [messageOf]))[0]!.n
+  /** Rows `table` queued for the messages of account `userId`. */
+  const pending = async (table: string, userId: number) =>
+    (await query<{ n: number }>(app, `SELECT count(*)::int8 AS n FROM ${table} d JOIN inbound_messages m ON m.id = d.message_id WHERE m.user_id = $1`, [userId]))[0]!.n
 
   it("asks which subscription tables apply, then runs only those subscribers", async () => {
     const a = await account(1000)
@@ -264,7 +265,7 @@ describe("the follow-up work of a commit", () => {
       [a.userId, a.address.id],
     )
     expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_webhook_deliveries"])
-    expect(await pending("webhook_deliveries", "message_id", String(a.userId))).toBe(1)
+    expect(await pending("webhook_deliveries", a.userId)).toBe(1)
     await query(app, "UPDATE webhooks SET is_active = false WHERE id = $1", [webhook[0]!.id])
 
     const endpoint = await query<{ id: number }>(
@@ -273,7 +274,7 @@ describe("the follow-up work of a commit", () => {
       [a.userId],
     )
     expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_event_deliveries"])
-    expect(await pending("event_deliveries", "message_id", String(a.userId))).toBe(1)
+    expect(await pending("event_deliveries", a.userId)).toBe(1)
     await query(app, "UPDATE event_endpoints SET is_active = false WHERE id = $1", [endpoint[0]!.id])
 
     await query(
@@ -282,7 +283,7 @@ describe("the follow-up work of a commit", () => {
       [a.userId, a.address.id],
     )
     expect((await followUps([copyOf(a)]))[1]).toBe("SELECT address_id FROM sms_ruled_addresses")
-    expect(await pending("sms_deliveries", "message_id", String(a.userId))).toBe(1)
+    expect(await pending("sms_deliveries", a.userId)).toBe(1)
     await query(app, "UPDATE sms_rules SET is_active = false WHERE address_id = $1", [a.address.id])
 
     // An agent that is off is no subscription; one in draft mode is.
@@ -290,7 +291,7 @@ describe("the follow-up work of a commit", () => {
     expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions"])
     await query(app, "UPDATE agent_configs SET mode = 'draft' WHERE address_id = $1", [a.address.id])
     expect(await followUps([copyOf(a)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_agent_jobs"])
-    expect(await pending("agent_jobs", "message_id", String(a.userId))).toBe(1)
+    expect(await pending("agent_jobs", a.userId)).toBe(1)
   })
 
   it("runs a subscriber when any message of the commit has its subscription, and queues only for that one", async () => {
@@ -301,8 +302,8 @@ describe("the follow-up work of a commit", () => {
       b.address.id,
     ])
     expect(await followUps([copyOf(a), copyOf(b)])).toEqual(["SELECT t FROM followup_subscriptions", "SELECT queue_webhook_deliveries"])
-    expect(await pending("webhook_deliveries", "message_id", String(a.userId))).toBe(0)
-    expect(await pending("webhook_deliveries", "message_id", String(b.userId))).toBe(1)
+    expect(await pending("webhook_deliveries", a.userId)).toBe(0)
+    expect(await pending("webhook_deliveries", b.userId)).toBe(1)
   })
 })
 

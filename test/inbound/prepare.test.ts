@@ -36,12 +36,16 @@ const stubDns = (keep: { ms: number }) => {
         keepMs: keep.ms,
       }
     })
+  return { layer: dnsLayer(resolveKept), asked }
+}
+
+/** A Dns port whose every question goes to `resolveKept` (the call a prepare thread's questions make). */
+const dnsLayer = (resolveKept: Dns["Service"]["resolveKept"]) => {
   const resolve = (name: string, rrtype: string) => Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)
-  const layer = Layer.succeed(
+  return Layer.succeed(
     Dns,
     Dns.of({ txt: (n) => resolve(n, "TXT") as never, mx: (n) => resolve(n, "MX") as never, a: (n) => resolve(n, "A") as never, resolve, resolveKept, resolveFresh: resolve }),
   )
-  return { layer, asked }
 }
 
 const job = (raw: Uint8Array, over: Partial<PrepareJob> = {}): PrepareJob => ({
@@ -177,11 +181,7 @@ describe("a prepare thread", () => {
         await released
         return { exit: Exit.fail(new DnsError({ message: "no such record", code: "ENOTFOUND", name, rrtype })), keepMs: 0 }
       })
-    const resolve = (name: string, rrtype: string) => Effect.flatMap(resolveKept(name, rrtype), (a) => a.exit)
-    const held = Layer.succeed(
-      Dns,
-      Dns.of({ txt: (n) => resolve(n, "TXT") as never, mx: (n) => resolve(n, "MX") as never, a: (n) => resolve(n, "A") as never, resolve, resolveKept, resolveFresh: resolve }),
-    )
+    const held = dnsLayer(resolveKept)
     const senders = [1, 2, 3, 4, 5, 6].map((i) => `d${i}.example`)
     const prepared = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(held)), (p) =>
       Effect.gen(function*() {
