@@ -181,7 +181,10 @@ const show = (r: Row) => {
  * runs in production; a cold start would weigh on short runs and on the service more than on a
  * peer with nothing to start. Counted in the service's stored/charged check, not in its rate.
  */
-const warmup = (load: (typeof LOADS)[number]) => ({ ...load, messages: Math.min(load.messages, Math.max(100, load.sessions * 2)) })
+const warmup = (load: (typeof LOADS)[number]) => ({
+  ...load,
+  messages: process.env.BENCH_WARMUP ? Number(process.env.BENCH_WARMUP) : Math.max(100, load.sessions * 2, Math.round(load.messages / 2)),
+})
 
 for (const load of LOADS) {
   const peers: Record<string, number> = {}

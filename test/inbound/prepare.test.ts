@@ -188,9 +188,13 @@ describe("a prepare thread", () => {
         const all = yield* Effect.forkChild(
           Effect.forEach(senders, (d) => p.prepare(job(plain, { mailFrom: `a@${d}` })), { concurrency: "unbounded" }),
         )
-        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 500)))
-        const started = senders.filter((d) => asked.some((q) => q.endsWith(` ${d}`)))
-        expect(started).toEqual(senders)
+        // Until every job asked, or long enough that one stuck behind another would show (a new
+        // thread loads mailauth and mailparser first: seconds on a slow, loaded machine).
+        const startedOf = () => senders.filter((d) => asked.some((q) => q.endsWith(` ${d}`)))
+        for (let waited = 0; startedOf().length < senders.length && waited < 15_000; waited += 50) {
+          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+        }
+        expect(startedOf()).toEqual(senders)
         release()
         return yield* Fiber.join(all)
       }))
