@@ -10,7 +10,7 @@
 import { Context, Effect, Layer } from "effect"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
 import { MalformedMessage } from "./parse.ts"
-import { type PreparedMessage, type PrepareJob, prepareMessage } from "./prepare.ts"
+import type { PreparedMessage, PrepareJob } from "./prepare.ts"
 
 export interface MessagePreparerShape {
   /** The message's row and summary; MalformedMessage when it cannot be parsed. */
@@ -33,6 +33,9 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
     MessagePreparer,
     Effect.gen(function*() {
       const resolver = yield* mailauthResolver()
+      // Loaded here, not by whoever imports this module: with prepare threads (the default) the
+      // event loop never needs mailauth and mailparser's preparing code (~30 MB resident).
+      const { prepareMessage } = yield* Effect.promise(() => import("./prepare.ts"))
       return MessagePreparer.of({
         prepare: (job) =>
           Effect.tryPromise({ try: () => prepareMessage(job, resolver), catch: (e) => e }).pipe(

@@ -16,7 +16,6 @@
  * did not acknowledge by then has let its lease lapse and reads the database again.
  */
 import { Effect } from "effect"
-import type { PGlite } from "@electric-sql/pglite"
 import { createHash, randomBytes } from "node:crypto"
 import postgres from "postgres"
 import type { AuthChange, AuthChangesShape } from "../../effects/auth/changes.ts"
@@ -41,9 +40,12 @@ export interface OpenedChanges {
   readonly close: () => Promise<void>
 }
 
-export const pgliteAuthChanges = async (pg: PGlite, schema: string): Promise<OpenedChanges> => {
+/** PGlite's `listen` (in process, or on its thread: ./pglite-thread.ts). */
+export type PgliteListen = (channel: string, onPayload: (payload: string) => void) => Promise<() => Promise<void>>
+
+export const pgliteAuthChanges = async (listen: PgliteListen, schema: string): Promise<OpenedChanges> => {
   let listener: ((c: AuthChange) => void) | undefined
-  const unlisten = await pg.listen(authChannel(schema), (payload) => {
+  const unlisten = await listen(authChannel(schema), (payload) => {
     const change = parseChange(payload)
     if (change) listener?.(change)
   })

@@ -11,7 +11,8 @@ import { Database, DbError } from "../../effects/ports/Database.ts"
 import { type OpenedChanges, pgliteAuthChanges, postgresAuthChanges } from "./auth-changes.ts"
 import { type ConnectionSource, type DatabaseHooks, makeDatabase } from "./connection.ts"
 import { migrate } from "./migrate.ts"
-import { openPglite, type PgliteOptions } from "./pglite.ts"
+import type { PgliteOptions } from "./pglite.ts"
+import { openPgliteThread } from "./pglite-thread.ts"
 import { openPostgres, type PostgresOptions } from "./postgres.ts"
 
 interface Opened {
@@ -45,10 +46,21 @@ const fromSource = (open: () => Promise<Opened>) =>
     }),
   )
 
-export const pgliteLayer = (options: PgliteOptions) =>
+/**
+ * PGlite on a thread of its own (./pglite-thread.ts), or on the event loop (`thread: false`:
+ * tools and tests that want one thread).
+ */
+export const pgliteLayer = (options: PgliteOptions & { readonly thread?: boolean }) =>
   fromSource(async () => {
-    const { source, pg, close } = await openPglite(options)
-    return { source, close, listen: (schema) => pgliteAuthChanges(pg, schema) }
+    const { thread = true, ...opts } = options
+    if (thread) {
+      const opened = await openPgliteThread(opts)
+      return { source: opened.source, close: opened.close, listen: (schema) => pgliteAuthChanges(opened.listen, schema) }
+    }
+    // Loaded only here: on its thread the event loop never loads PGlite's module (~20 MB resident).
+    const { openPglite } = await import("./pglite.ts")
+    const { source, pg, close } = await openPglite(opts)
+    return { source, close, listen: (schema) => pgliteAuthChanges((channel, onPayload) => pg.listen(channel, onPayload), schema) }
   })
 
 export const postgresLayer = (options: PostgresOptions) =>

@@ -10,9 +10,8 @@
  * `detail` = `HTTP <status>`, `timeout`, `response too large` (over the port's 1 MiB),
  * `connection error` or `empty answer`.
  */
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import OpenAI, { APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai"
-import { AppConfig } from "../../effects/config.ts"
 import { ProviderError } from "../../effects/errors.ts"
 import { type AiCompletion, AiGateway } from "../../effects/ports/AiGateway.ts"
 import { HttpClient, HttpDeadlineExceeded, HttpResponseTooLarge } from "../../effects/ports/HttpClient.ts"
@@ -83,13 +82,3 @@ export const openAiGateway = (options: OpenAiGatewayOptions) =>
       return AiGateway.of({ complete })
     }),
   )
-
-/** The adapter chosen from the settings: live with AI_BASE_URL and AI_API_KEY, else 503 NOT_CONFIGURED. */
-export const aiGatewayLayer = Layer.unwrap(
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    return Option.isSome(config.aiBaseUrl) && Option.isSome(config.aiApiKey)
-      ? openAiGateway({ baseURL: config.aiBaseUrl.value, apiKey: config.aiApiKey.value, model: config.aiModel })
-      : AiGateway.notConfigured
-  }),
-)

@@ -5,7 +5,7 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { AppConfig, chosenProviders, smsSends } from "../../effects/config.ts"
-import { aiGatewayLayer } from "./ai-openai.ts"
+import { aiGatewayLayer } from "./ai-gateway.ts"
 import { logPlatformMailer, relayPlatformMailer } from "./platform-mailer.ts"
 import { httpSmsGateway, logSmsGateway } from "./sms.ts"
 

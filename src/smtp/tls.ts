@@ -16,7 +16,6 @@ import { Clock, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tls from "node:tls"
-import { generate } from "selfsigned"
 import type { SMTPServer, SMTPServerOptions, SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 
@@ -75,8 +74,10 @@ export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMate
     if (!fs.existsSync(files.cert) || !fs.existsSync(files.key)) {
       const now = Number(yield* Clock.currentTimeMillis)
       const pems = yield* Effect.tryPromise({
+        // Loaded only to make the certificate (once per data directory): selfsigned brings ~600
+        // ASN.1 modules that a process reading its pair back never needs.
         try: () =>
-          generate([{ name: "commonName", value: host }], {
+          import("selfsigned").then(({ generate }) => generate([{ name: "commonName", value: host }], {
             keySize: 2048,
             algorithm: "sha256",
             notBeforeDate: new Date(now),
@@ -88,7 +89,7 @@ export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMate
               { name: "extKeyUsage", serverAuth: true },
               { name: "subjectAltName", altNames: [{ type: 2, value: host }] },
             ],
-          }),
+          })),
         catch: (e) => new TlsUnavailable({ message: `cannot generate a certificate for ${host}: ${String(e)}` }),
       })
       yield* Effect.try({

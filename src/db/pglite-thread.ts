@@ -1,0 +1,114 @@
+/**
+ * The embedded database on a thread of its own: PGlite (Postgres compiled to WebAssembly) runs
+ * every statement synchronously on the thread that owns it, so on the event loop each statement
+ * held up every HTTP request and SMTP session for its whole run. Measured before this existed,
+ * under inbound mail on PGlite: 65 % of the event loop's busy time was PGlite's (an ingest batch
+ * commit took it for ~7–10 ms at a time; bench/REPORT.md, MX ingest). Here the event loop only
+ * posts statements and reads answers; ./pglite-worker.ts opens and runs the database.
+ *
+ * The same ConnectionSource as the in-process adapter (./pglite.ts), with the same guarantees:
+ * statements run in the order they were asked, a reserved connection holds every other
+ * statement back until it is released, and notifications (pg.listen) arrive before the answer of
+ * the statement whose commit sent them (the port keeps the worker's order).
+ *
+ * If the thread dies, every statement waiting for it fails, and so does every later one: the
+ * database is gone and /readyz says so.
+ */
+import { Worker } from "node:worker_threads"
+import type { Row } from "../../effects/ports/Database.ts"
+import type { ConnectionSource, Reserved } from "./connection.ts"
+import type { PgliteOptions } from "./pglite.ts"
+
+const WORKER_URL = new URL("./pglite-worker.ts", import.meta.url)
+
+type Answer =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: Record<string, unknown> }
+type FromWorker = Answer | { readonly notify: string; readonly payload: string } | { readonly ready: boolean; readonly error?: Record<string, unknown> }
+
+/** A driver error rebuilt on this side: message, SQLSTATE `code`, `constraint` and the rest as they were. */
+const rebuilt = (fields: Record<string, unknown>): Error => Object.assign(new Error(String(fields.message)), fields)
+
+export interface PgliteThread {
+  readonly source: ConnectionSource
+  /** Calls `onPayload` for each notification on `channel`; resolves once listening. */
+  readonly listen: (channel: string, onPayload: (payload: string) => void) => Promise<() => Promise<void>>
+  readonly close: () => Promise<void>
+}
+
+/** Opens the database on its own thread; rejects as the in-process adapter would (locked, unreadable). */
+export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER_URL): Promise<PgliteThread> =>
+  new Promise((resolve, reject) => {
+    const worker = new Worker(workerUrl, { workerData: options })
+    const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+    const listeners = new Map<string, (payload: string) => void>()
+    let nextId = 0
+    let gone: Error | undefined
+    let opened = false
+
+    const ask = (request: Record<string, unknown>): Promise<unknown> =>
+      new Promise((resolve, reject) => {
+        if (gone) return reject(gone)
+        const id = nextId++
+        waiting.set(id, { resolve, reject })
+        worker.postMessage({ ...request, id })
+      })
+
+    const fail = (e: Error) => {
+      if (gone) return
+      gone = e
+      for (const w of waiting.values()) w.reject(e)
+      waiting.clear()
+      if (!opened) reject(e)
+    }
+
+    worker.on("message", (m: FromWorker) => {
+      if ("notify" in m) return listeners.get(m.notify)?.(m.payload)
+      if ("ready" in m) {
+        if (!m.ready) return fail(rebuilt(m.error ?? { message: "the embedded database did not open" }))
+        opened = true
+        return resolve(thread)
+      }
+      const w = waiting.get(m.id)
+      waiting.delete(m.id)
+      if (!w) return
+      m.ok ? w.resolve(m.value) : w.reject(rebuilt(m.error))
+    })
+    worker.on("error", (e) => fail(e))
+    worker.on("exit", (code) => fail(new Error(`the embedded database's thread exited with code ${code}`)))
+
+    const query = (text: string, params?: ReadonlyArray<unknown>, tx?: number) =>
+      ask({ op: "query", text, params, tx }) as Promise<Array<Row>>
+    const exec = async (script: string, tx?: number) => void (await ask({ op: "exec", script, tx }))
+
+    const source: ConnectionSource = {
+      dialect: "pglite",
+      query: (text, params) => query(text, params),
+      exec: (script) => exec(script),
+      reserve: async (): Promise<Reserved> => {
+        const tx = (await ask({ op: "reserve" })) as number
+        return {
+          connection: { query: (text, params) => query(text, params, tx), exec: (script) => exec(script, tx) },
+          release: async () => void (await ask({ op: "release", tx })),
+        }
+      },
+    }
+
+    const thread: PgliteThread = {
+      source,
+      listen: async (channel, onPayload) => {
+        listeners.set(channel, onPayload)
+        await ask({ op: "listen", channel })
+        return async () => {
+          listeners.delete(channel)
+          await ask({ op: "unlisten", channel }).catch(() => undefined)
+        }
+      },
+      close: async () => {
+        if (!gone) await ask({ op: "close" }).catch(() => undefined)
+        worker.removeAllListeners("exit")
+        fail(new Error("the embedded database is closed"))
+        await worker.terminate()
+      },
+    }
+  })
