@@ -39,7 +39,8 @@ type Engine = "pglite" | "postgres"
 const QUICK = process.env.BENCH_QUICK === "1"
 const PG_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>
-const scale = (n: number) => (QUICK ? Math.ceil(n / 4) : n)
+/** BENCH_SCALE=3: three times the messages per case (steadier figures for A/B runs). */
+const scale = (n: number) => Math.ceil((QUICK ? n / 4 : n) * Number(process.env.BENCH_SCALE ?? 1))
 /** Account counts of the service runs (default both: 1 and 20). */
 const ACCOUNTS = (process.env.BENCH_ACCOUNTS ?? "1,20").split(",").map(Number)
 /** BENCH_PEERS=0 skips the peers (the ratio then needs a peer figure from another run). */

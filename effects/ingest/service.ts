@@ -167,8 +167,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         if (destinations.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
         if (destinations.length === 0) return []
-        // Counted as on its way while it is prepared: a batch starting meanwhile waits for it.
-        const stored = yield* writer.store(prepare(d, message, destinations))
+        const stored = yield* writer.submit(yield* prepare(d, message, destinations))
         return stored.map((m) => m.id)
       })
 

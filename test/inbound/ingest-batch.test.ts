@@ -326,51 +326,38 @@ describe("the writer", () => {
 })
 
 describe("the writer's batches", () => {
-  it("wait for messages still being prepared, so they commit together", async () => {
+  it("commit what is ready at once, and what arrives during a commit goes together in the next one", async () => {
     const a = await account(1000)
     statements.length = 0
-    // A writer of its own whose batches wait up to 2 s: far longer than this test can stall.
     const results = await app.run(Effect.scoped(Effect.gen(function*() {
-      const writer = yield* makeIngestWriter({ gatherMs: 2_000 })
-      const gates = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
-      const started = yield* Effect.forEach([0, 1, 2, 3, 4], () => Deferred.make<void>())
-      const ready = yield* Effect.forEach([0, 1, 2, 3, 4], (i) => prepared(plainMessage({ subject: `p${i}` }), [copyOf(a)]))
-      const sessions = yield* Effect.forEach([0, 1, 2, 3, 4], (i) =>
-        Effect.forkChild(
-          writer.store(Deferred.succeed(started[i]!, undefined).pipe(Effect.andThen(Deferred.await(gates[i]!)), Effect.as(ready[i]!))),
-        ))
-      // All five are being prepared; the first is ready while four still are: the writer holds
-      // its batch open...
-      yield* Effect.forEach(started, Deferred.await, { discard: true })
-      yield* Deferred.succeed(gates[0]!, undefined)
-      yield* Effect.sleep("2 millis")
-      // ...and the rest join it instead of waiting for a second commit.
-      yield* Effect.forEach(gates.slice(1), (g) => Deferred.succeed(g, undefined), { discard: true })
-      return yield* Effect.forEach(sessions, Fiber.join)
+      const db = yield* Database
+      const writer = yield* makeIngestWriter
+      const ready = yield* Effect.forEach([0, 1, 2, 3], (i) => prepared(plainMessage({ subject: `g${i}` }), [copyOf(a)]))
+      // Another transaction holds the account's wallet (on PGlite: the one connection) until the
+      // gate opens, so the first commit cannot finish meanwhile.
+      const gate = yield* Deferred.make<void>()
+      const holding = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
+        yield* db.query("SELECT balance_tzs FROM wallets WHERE user_id = $1 FOR UPDATE", [a.userId])
+        yield* Deferred.succeed(holding, undefined)
+        yield* Deferred.await(gate)
+      })))
+      yield* Deferred.await(holding)
+      const first = yield* Effect.forkChild(writer.submit(ready[0]!))
+      // The idle writer takes the first at once and starts its commit, which waits for the
+      // holder; the others arrive while it waits.
+      yield* Effect.sleep("200 millis")
+      const rest = yield* Effect.forEach(ready.slice(1), (p) => Effect.forkChild(writer.submit(p)))
+      yield* Effect.sleep("50 millis")
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(holder)
+      return yield* Effect.forEach([first, ...rest], Fiber.join)
     })))
-    expect(results.flat()).toHaveLength(5)
-    expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(1)
-    expect(await countMessages(app, a.userId)).toBe(5)
-  })
-})
-
-describe("the writer's batches of large mail", () => {
-  it("stop waiting for messages being prepared once they hold GATHER_BYTES", async () => {
-    const a = await account(1000)
-    const results = await app.run(Effect.scoped(Effect.gen(function*() {
-      const ready = yield* Effect.forEach([0, 1, 2], (i) => prepared(plainMessage({ subject: `big${i}` }), [copyOf(a)]))
-      // One message is already as many bytes as a batch waits for; the wait itself is 2 s.
-      const writer = yield* makeIngestWriter({ gatherMs: 2_000, gatherBytes: ready[0]!.message.size })
-      const gates = yield* Effect.forEach([1, 2], () => Deferred.make<void>())
-      const later = yield* Effect.forEach([1, 2], (i) =>
-        Effect.forkChild(writer.store(Deferred.await(gates[i - 1]!).pipe(Effect.as(ready[i]!)))))
-      // Two are still being prepared, yet the first commits at once instead of waiting for them.
-      const first = yield* writer.store(Effect.succeed(ready[0]!)).pipe(Effect.timeout("1500 millis"))
-      yield* Effect.forEach(gates, (g) => Deferred.succeed(g, undefined), { discard: true })
-      return [first, ...(yield* Effect.forEach(later, Fiber.join))]
-    })))
-    expect(results.flat()).toHaveLength(3)
-    expect(await countMessages(app, a.userId)).toBe(3)
+    expect(results.flat()).toHaveLength(4)
+    // The first alone, the three that came meanwhile in one more: never one commit per message.
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(2)
+    expect(await countMessages(app, a.userId)).toBe(4)
+    expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
   })
 })
 
