@@ -11,6 +11,7 @@ import { authenticate as mailauth, type DNSResolver } from "mailauth"
 import { headerLinesOf } from "./mime.ts"
 import { pgSafe } from "./text.ts"
 import { plainIp, traceSafe } from "./trace.ts"
+import { type KeptResolver, type VerdictMemo, verdictKey } from "./verdicts.ts"
 
 export interface AuthResults {
   readonly spf: string
@@ -69,17 +70,35 @@ export const unsignedHeaders = (message: Buffer): Buffer | undefined => {
 }
 
 /**
- * Verdicts and the trace headers to prepend. Everything returned is safe to store: names taken
- * from the message (a DKIM `d=exa\0mple.com`) lose their NUL and control characters, so a
- * hostile signature can never make the storing transaction fail (a 4xx the sender would retry
- * for days).
+ * Verdicts and the trace headers to prepend, from `memo` when the message is unsigned and the
+ * same question was answered while its DNS answers may still be kept (./verdicts.ts).
+ * Everything returned is safe to store: names taken from the message (a DKIM `d=exa\0mple.com`)
+ * lose their NUL and control characters, so a hostile signature can never make the storing
+ * transaction fail (a 4xx the sender would retry for days).
  */
-export const authenticate = async (message: Buffer | Readable, input: AuthInput, resolver: DNSResolver): Promise<Authenticated> => {
+export const authenticate = async (
+  message: Buffer | Readable,
+  input: AuthInput,
+  resolver: KeptResolver,
+  memo?: VerdictMemo<Authenticated>,
+): Promise<Authenticated> => {
+  const head = Buffer.isBuffer(message) ? unsignedHeaders(message) : undefined
+  const key = memo && head ? verdictKey(head, input) : undefined
+  if (key === undefined) return verdicts(head ?? message, input, resolver)
+  return memo!.get(key) ?? memo!.compute(key, resolver, (r) => verdicts(head!, input, r), settled)
+}
+
+/** Verdicts worth keeping: none of them a temporary error (a DNS outage on the way) or a timeout. */
+const settled = (a: Authenticated): boolean =>
+  a.failure === undefined && a.results.spf !== "temperror" && a.results.dmarc !== "temperror" && a.results.arc !== "temperror"
+
+/** mailauth's verdicts and trace headers for `message` (a whole message, or an unsigned header block). */
+const verdicts = async (message: Buffer | Readable, input: AuthInput, resolver: DNSResolver): Promise<Authenticated> => {
   let r: Awaited<ReturnType<typeof mailauth>>
   try {
     r = await within(
       AUTH_TIMEOUT_MS,
-      mailauth(Buffer.isBuffer(message) ? unsignedHeaders(message) ?? message : message, {
+      mailauth(message, {
         ip: plainIp(input.ip),
         helo: input.helo,
         sender: input.sender,

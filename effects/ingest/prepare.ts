@@ -7,20 +7,21 @@
  * worker threads (src/ingest/prepare-pool.ts): it is most of a message's CPU (~0.4 ms for 2 KiB,
  * several ms for 100 KiB), and on the event loop it competed with every SMTP session. What it
  * needs from outside comes in as arguments: the bytes (a buffer, or the spool file of a large
- * message), the session facts, the transaction id and time, and a DNS resolver (which, in a
- * worker, asks the main thread's Dns port and its TTL cache).
+ * message), the session facts, the transaction id and time, a DNS resolver (which, in a worker,
+ * asks the main thread's Dns port and its TTL cache) and the thread's memo of unsigned mail's
+ * verdicts (./verdicts.ts).
  *
  * The trace is never concatenated with the body: the body is parsed alone and the trace's header
  * lines are put in front of its header map; the stored raw MIME is the two joined by the database.
  */
 import { createReadStream } from "node:fs"
 import { open, readFile } from "node:fs/promises"
-import type { DNSResolver } from "mailauth"
-import { authenticate, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
+import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
 import { headerLinesOf, parseMail } from "./mime.ts"
 import { type AttachmentRow, attachmentRows, messageColumns } from "./rows.ts"
 import { jsonSafe } from "./text.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
+import type { KeptResolver, VerdictMemo } from "./verdicts.ts"
 
 /** Where a received message's bytes are: in memory, or in its spool file (large mail). */
 export type MessageSource =
@@ -115,13 +116,17 @@ const headOfFile = async (source: { readonly path: string }): Promise<Buffer | u
 }
 
 /** Authenticates, parses and encodes one message; rejects with `Unparsable` when mailparser cannot read it. */
-export const prepareMessage = async (job: PrepareJob, resolver: DNSResolver): Promise<PreparedMessage> => {
+export const prepareMessage = async (
+  job: PrepareJob,
+  resolver: KeptResolver,
+  verdicts?: VerdictMemo<Authenticated>,
+): Promise<PreparedMessage> => {
   const buffer = bytesOf(job.source)
   const stream = () => buffer ?? createReadStream((job.source as { path: string }).path)
   const size = buffer ? buffer.length : (job.source as { size: number }).size
 
   const input: AuthInput = { ip: job.client.ip, helo: job.client.helo, sender: job.mailFrom, mta: job.mta }
-  const auth = await authenticate(buffer ?? (await headOfFile(job.source as { path: string })) ?? stream(), input, resolver)
+  const auth = await authenticate(buffer ?? (await headOfFile(job.source as { path: string })) ?? stream(), input, resolver, verdicts)
   const trace: TraceInput = { ...job.client, mta: job.mta, id: job.id, at: new Date(job.at) }
   const traceText = auth.headers + receivedHeader(trace)
   const traceBytes = Buffer.from(traceText, "utf8")

@@ -10,6 +10,7 @@
 import { Context, Effect, Layer } from "effect"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
 import { MalformedMessage } from "./parse.ts"
+import type { Authenticated } from "./authenticate.ts"
 import type { PreparedMessage, PrepareJob } from "./prepare.ts"
 
 export interface MessagePreparerShape {
@@ -36,9 +37,11 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
       // Loaded here, not by whoever imports this module: with prepare threads (the default) the
       // event loop never needs mailauth and mailparser's preparing code (~30 MB resident).
       const { prepareMessage } = yield* Effect.promise(() => import("./prepare.ts"))
+      const { makeVerdictMemo } = yield* Effect.promise(() => import("./verdicts.ts"))
+      const verdicts = makeVerdictMemo<Authenticated>()
       return MessagePreparer.of({
         prepare: (job) =>
-          Effect.tryPromise({ try: () => prepareMessage(job, resolver), catch: (e) => e }).pipe(
+          Effect.tryPromise({ try: () => prepareMessage(job, resolver, verdicts), catch: (e) => e }).pipe(
             Effect.catch(preparedOrMalformed),
             Effect.flatMap(warnAuthFailure),
           ),

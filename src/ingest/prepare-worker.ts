@@ -2,7 +2,8 @@
  * A prepare worker thread (see ./prepare-pool.ts): runs `prepareMessage` for the jobs the main
  * thread posts and posts back each result. It has no database and no Effect runtime; its DNS
  * questions go to the main thread, whose Dns port keeps the TTL cache of the process, and the
- * answers are kept here for as long as that cache said they may be.
+ * answers are kept here for as long as that cache said they may be; so are the verdicts of
+ * unsigned mail that rest on them (effects/ingest/verdicts.ts).
  *
  * Messages on the port: in  {t: "job", id, job} | {t: "dns", q, ok, records | code, message}
  *                       out {t: "done", id, ok, value | unparsable, message} | {t: "dns", q, name, rrtype}
@@ -10,7 +11,9 @@
  */
 import type { DNSResolver } from "mailauth"
 import { parentPort } from "node:worker_threads"
+import type { Authenticated } from "../../effects/ingest/authenticate.ts"
 import { type PrepareJob, prepareMessage } from "../../effects/ingest/prepare.ts"
+import { type KeptResolver, makeVerdictMemo } from "../../effects/ingest/verdicts.ts"
 import { jobQueue } from "./job-queue.ts"
 
 const port = parentPort!
@@ -40,15 +43,21 @@ const questions = new Map<
   number,
   { key: string; resolve: (records: Array<Array<string>>) => void; reject: (e: Error) => void; unpark: () => void }
 >()
-const resolver: DNSResolver = (name, rrtype) =>
+const keyOf = (name: string, rrtype: string) => `${rrtype} ${name.toLowerCase()}`
+const ask: DNSResolver = (name, rrtype) =>
   new Promise((resolve, reject) => {
-    const key = `${rrtype} ${name.toLowerCase()}`
+    const key = keyOf(name, rrtype)
     const hit = kept.get(key)
     if (hit && hit.until > performance.now()) return settle(hit.answer, resolve as (records: Array<Array<string>>) => void, reject)
     const q = nextQuestion++
     questions.set(q, { key, resolve: resolve as (records: Array<Array<string>>) => void, reject, unpark: jobs.park() })
     port.postMessage({ t: "dns", q, name, rrtype })
   })
+/** Until when an answer may be kept: as long as this thread keeps it (0: not at all). */
+const resolver: KeptResolver = Object.assign(ask, { keptUntil: (name: string, rrtype: string) => kept.get(keyOf(name, rrtype))?.until ?? 0 })
+
+/** Verdicts of unsigned mail this thread already came to (effects/ingest/verdicts.ts). */
+const verdicts = makeVerdictMemo<Authenticated>()
 
 /**
  * Jobs run at most this many at a time, in arrival order (./job-queue.ts). Measured with the
@@ -59,7 +68,7 @@ const resolver: DNSResolver = (name, rrtype) =>
 const RUNNING_MAX = 2
 
 const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
-  prepareMessage(job, resolver).then(
+  prepareMessage(job, resolver, verdicts).then(
     // The row's bytes are handed over, not copied (they are most of a large message).
     (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer]),
     (e: unknown) =>
