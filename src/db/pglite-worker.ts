@@ -4,8 +4,9 @@
  * Effect); the in-process adapter (./pglite.ts) does the opening, locking and serialising.
  *
  * Messages on the port:
- *   in  {id, op: "query", text, params, tx?} | {id, op: "exec", script, tx?} | {id, op: "reserve"}
- *       | {id, op: "release", tx} | {id, op: "listen" | "unlisten", channel} | {id, op: "close"}
+ *   in  {id, op: "query", text, params, tx?} | {id, op: "exec", script, tx?}
+ *       | {op: "reserve", tx} | {op: "release", tx}   (one-way: the main thread names `tx` itself)
+ *       | {id, op: "listen" | "unlisten", channel} | {id, op: "close"}
  *   out {ready: true} | {ready: false, error} (once, after opening)
  *       {id, ok: true, value} | {id, ok: false, error: {message, code?, constraint?, …}}
  *       {notify: channel, payload} (posted before the answer of the statement that committed it)
@@ -19,8 +20,8 @@ const port = parentPort!
 type Request =
   | { readonly id: number; readonly op: "query"; readonly text: string; readonly params?: ReadonlyArray<unknown>; readonly tx?: number }
   | { readonly id: number; readonly op: "exec"; readonly script: string; readonly tx?: number }
-  | { readonly id: number; readonly op: "reserve" }
-  | { readonly id: number; readonly op: "release"; readonly tx: number }
+  | { readonly op: "reserve"; readonly tx: number }
+  | { readonly op: "release"; readonly tx: number }
   | { readonly id: number; readonly op: "listen" | "unlisten"; readonly channel: string }
   | { readonly id: number; readonly op: "close" }
 
@@ -35,27 +36,21 @@ export const errorFields = (e: unknown): Record<string, unknown> => {
 const options = workerData as PgliteOptions
 try {
   const { source, pg, close } = await openPglite(options)
-  const txs = new Map<number, Reserved>()
+  /**
+   * Reservations by the main thread's transaction id, as promises: a transaction's statements
+   * arrive right behind its "reserve" (nothing waits for an answer to it), and run once the
+   * connection is theirs, in the order they came (promise callbacks run in the order registered).
+   */
+  const txs = new Map<number, Promise<Reserved>>()
   const unlisteners = new Map<string, () => Promise<void>>()
-  let nextTx = 0
+  const reserved = (tx: number) => txs.get(tx) ?? Promise.reject(new Error(`no transaction ${tx} on the embedded database`))
 
-  const run = async (m: Request): Promise<unknown> => {
+  const run = async (m: Exclude<Request, { readonly op: "reserve" | "release" }>): Promise<unknown> => {
     switch (m.op) {
       case "query":
-        return m.tx === undefined ? source.query(m.text, m.params) : txs.get(m.tx)!.connection.query(m.text, m.params)
+        return m.tx === undefined ? source.query(m.text, m.params) : (await reserved(m.tx)).connection.query(m.text, m.params)
       case "exec":
-        return m.tx === undefined ? source.exec(m.script) : txs.get(m.tx)!.connection.exec(m.script)
-      case "reserve": {
-        const reserved = await source.reserve()
-        const tx = nextTx++
-        txs.set(tx, reserved)
-        return tx
-      }
-      case "release": {
-        const reserved = txs.get(m.tx)
-        txs.delete(m.tx)
-        return reserved?.release()
-      }
+        return m.tx === undefined ? source.exec(m.script) : (await reserved(m.tx)).connection.exec(m.script)
       case "listen":
         if (!unlisteners.has(m.channel)) {
           unlisteners.set(m.channel, await pg.listen(m.channel, (payload) => port.postMessage({ notify: m.channel, payload })))
@@ -72,6 +67,13 @@ try {
   }
 
   port.on("message", (m: Request) => {
+    // A reservation takes the adapter's lock in arrival order, like every plain statement.
+    if (m.op === "reserve") return void txs.set(m.tx, source.reserve())
+    if (m.op === "release") {
+      const r = txs.get(m.tx)
+      txs.delete(m.tx)
+      return void r?.then((c) => c.release(), () => undefined)
+    }
     // Every request starts as it arrives: PGlite queues statements in call order, and the
     // adapter's lock orders transactions against plain statements.
     run(m).then(

@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource } from "./connection.ts"
+import { namedStatements } from "./pglite-statements.ts"
 
 /** int8 as number (ids, money) and `date` as its YYYY-MM-DD text, same as the postgres adapter. */
 const parsers = { 20: (v: string) => Number(v), 1082: (v: string) => v }
@@ -105,8 +106,9 @@ export const openPglite = async (options: PgliteOptions): Promise<{ source: Conn
       release()
     }
   }
+  const statements = namedStatements(pg)
   const raw = {
-    query: async (text: string, params?: ReadonlyArray<unknown>) => (await pg.query<Row>(text, params as Array<unknown>)).rows,
+    query: (text: string, params?: ReadonlyArray<unknown>) => statements.query(text, params),
     exec: async (script: string) => void (await pg.exec(script)),
   }
   const source: ConnectionSource = {

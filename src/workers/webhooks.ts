@@ -11,14 +11,20 @@ import type { WebhookDeliveryRow } from "../../effects/webhooks/schema.ts"
 import { WebhookDeliveryOptions } from "../../effects/webhooks/transport.ts"
 import { type DeliveryQueue, deliveryWorker, leaseFor } from "./deliveries.ts"
 
-/** Both post to receivers: the receiver timeout sets the lease, and 8 at once keep a slow one from holding up the rest. */
+/**
+ * Both post to receivers: the receiver timeout sets the lease. 32 at once: a slow receiver holds
+ * up none of the rest, and every attempt's own database steps (take, record) wait their turn
+ * behind ingest commits, most on PGlite, whose thread runs one statement at a time. With 8, at 200
+ * messages/s on PGlite the deliveries fell behind by seconds; with 32, p50 25–29 ms
+ * (bench/REPORT.md, MX ingest).
+ */
 const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>["attempt"]) =>
   WebhookDeliveryOptions.useSync((options): DeliveryQueue<J> => ({
     name,
     table,
     statuses: ["pending", "retrying"],
     lease: leaseFor(options.timeout),
-    concurrency: 8,
+    concurrency: 32,
     attempt,
   }))
 
