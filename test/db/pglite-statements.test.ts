@@ -23,7 +23,7 @@ describe.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite's named sta
     const values = ["a ✓", 9007199254740, new Date("2026-11-25T10:00:00Z"), new Uint8Array([0, 255]), JSON.stringify({ a: [1, "x"] }), "2026-01-02"]
     const mine = await s.query(insert, values)
     const theirs = (await pg.query(insert, ["b ✓", ...values.slice(1)])).rows
-    expect(mine).toEqual([{ ...theirs[0], id: 1, k: "a ✓" }])
+    expect(mine).toEqual([{ ...(theirs[0] as object), id: 1, k: "a ✓" }])
     expect(mine[0]).toMatchObject({ n: 9007199254740, at: new Date("2026-11-25T10:00:00Z"), b: new Uint8Array([0, 255]), j: { a: [1, "x"] }, d: "2026-01-02" })
     // NULL and no rows at all.
     expect(await s.query("SELECT $1::text AS x", [null])).toEqual([{ x: null }])
