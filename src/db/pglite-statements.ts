@@ -8,13 +8,14 @@
  * 1.7 → 1.26 ms, an ingest batch of five 5.1 → 4.1 ms.
  *
  * Values are serialized and results parsed by PGlite's own serializers and parsers, exactly as
- * its `query` does. Everything runs under PGlite's exclusive lock (`runExclusive`), so no other
+ * its `query` does, except bytes (binary format) and the wire encoding (./pg-wire.ts). Everything runs under PGlite's exclusive lock (`runExclusive`), so no other
  * statement's unnamed portal can come between a bind and its execute. Past MAX_NAMED texts, and
  * when a kept plan no longer fits (a table changed shape: SQLSTATE 0A000), a statement runs
  * through PGlite's `query` as before.
  */
 import { type PGlite, parse, protocol } from "@electric-sql/pglite"
 import type { Row } from "../../effects/ports/Database.ts"
+import { bindExecuteSync, type WireValue } from "./pg-wire.ts"
 
 /** Statement texts kept under a name at most (the code's constants: a few hundred). */
 export const MAX_NAMED = 1_000
@@ -25,6 +26,8 @@ interface Named {
   /** The statement's RowDescription (undefined when it returns no rows), put in front of each execution's messages. */
   readonly rowDescription: unknown
 }
+
+const BYTEA = 17
 
 type Codec = Record<number, ((v: unknown) => string) | undefined>
 
@@ -58,12 +61,15 @@ export const namedStatements = (pg: PGlite) => {
   }
 
   const execute = async (statement: Named, params: ReadonlyArray<unknown>): Promise<Array<Row>> => {
-    const values = params.map((v, i) => {
+    const values = params.map((v, i): WireValue => {
       if (v === null || v === undefined) return null
-      const serializer = serializers[statement.paramTypes[i]!]
+      const type = statement.paramTypes[i]!
+      // Bytes go as they are (binary format), not as hex text.
+      if (type === BYTEA && v instanceof Uint8Array) return v
+      const serializer = serializers[type]
       return serializer ? serializer(v) : String(v)
     })
-    const done = await pg.execProtocol(concat([serialize.bind({ statement: statement.name, values }), serialize.execute({}), serialize.sync()]))
+    const done = await pg.execProtocol(bindExecuteSync(statement.name, values))
     const messages = statement.rowDescription ? [statement.rowDescription, ...done.messages] : done.messages
     return (parse.parseResults(messages as typeof done.messages, parsers)[0]?.rows ?? []) as Array<Row>
   }
