@@ -13,10 +13,26 @@ export const clip = (s: string, max: number): string => {
   return chars.length <= max ? s : chars.slice(0, max - 1).join("").trimEnd() + "…"
 }
 
-/** `From alice@example.com: Invoice 42 | Hello, please find …` */
+/** UTF-16 units of a body looked at first: a few times what one SMS can show. */
+const HEAD = 4 * SMS_MAX_CHARS
+
+/**
+ * `From alice@example.com: Invoice 42 | Hello, please find …`
+ *
+ * Made on the event loop, inside the storing commit, for each message to an address with an SMS
+ * rule (./delivery.ts), so a long body is not flattened whole (100 KiB of text was ~100,000
+ * one-character strings): when its first HEAD units alone, made one line, overflow the SMS by
+ * more than their last character, the text is the same as from the whole body (one line of a
+ * prefix is a prefix of one line of the whole, but for that last character: a whitespace run or
+ * a surrogate pair the cut went through). test/sms/summary.test.ts holds the two equal.
+ */
 export const smsSummary = (message: { readonly fromAddr: string; readonly subject: string; readonly textBody: string }): string => {
   const from = clip(oneLine(message.fromAddr) || "unknown sender", 50)
   const subject = clip(oneLine(message.subject) || "(no subject)", 60)
-  const body = oneLine(message.textBody)
-  return clip(`From ${from}: ${subject}${body ? ` | ${body}` : ""}`, SMS_MAX_CHARS)
+  const summary = (body: string) => clip(`From ${from}: ${subject}${body ? ` | ${body}` : ""}`, SMS_MAX_CHARS)
+  if (message.textBody.length > HEAD) {
+    const head = oneLine(message.textBody.slice(0, HEAD))
+    if (Array.from(head).length > SMS_MAX_CHARS + 1) return summary(head)
+  }
+  return summary(oneLine(message.textBody))
 }
