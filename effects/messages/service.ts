@@ -9,7 +9,6 @@
 import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
-import { toBase64 } from "../shared/crypto.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
 
@@ -53,23 +52,6 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
           const row = yield* load(id)
           if (row.user_id !== userId) return yield* new Forbidden({ message: "this message belongs to another account" })
           return row
-        })
-
-      const withContent = (row: InboundMessageRow) =>
-        Effect.gen(function*() {
-          const parts = row.mime_id === null ? [] : yield* db.query<AttachmentMeta & { content: Uint8Array }>(
-            "SELECT filename, content_type, content_id, size, content FROM inbound_attachments WHERE mime_id = $1 ORDER BY position",
-            [row.mime_id],
-          )
-          return toInboundMessage(row, {
-            attachments: parts.map((p) => ({
-              filename: p.filename,
-              content_type: p.content_type,
-              size: p.size,
-              content_id: p.content_id,
-              content: toBase64(p.content),
-            })),
-          })
         })
 
       // One statement per page: the address (owner, counters) and, only when it is the caller's

@@ -8,7 +8,6 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource } from "./connection.ts"
 import { namedStatements } from "./pglite-statements.ts"
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startDnsServer, type TestDnsServer, zoneFixture } from "../support/dns-server.ts"
 import { sendRaw } from "../support/smtp-client.ts"
 import { answer, startReceiver, verifySignatures, type WebhookReceiver } from "../support/webhook-receiver.ts"
-import { type AuthTestApp, creditVia, expectError, expectOk, onboard, type Onboarded, RFC3339_Z, startService } from "./support.ts"
+import { type AuthTestApp, creditVia, expectError, expectOk, onboard, RFC3339_Z, startService } from "./support.ts"
 
 let t: AuthTestApp
 let dns: TestDnsServer

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { TestAccount } from "../support/accounts.ts"
 import type { TestApp } from "../support/app.ts"
-import { balance, expectLedgerConsistent, expectNothingWritten, fundedAccount, makeOutboundApp, rcpt, send, startRelay, type TestRelay } from "./support.ts"
+import { balance, expectLedgerConsistent, expectNothingWritten, fundedAccount, makeOutboundApp, send, startRelay, type TestRelay } from "./support.ts"
 
 let relay: TestRelay
 let api: TestApp

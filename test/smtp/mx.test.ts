@@ -21,9 +21,6 @@ const fundedAddress = async (amount = 1000) => {
   return { ...account, address }
 }
 
-const transport = () =>
-  nodemailer.createTransport({ host: "127.0.0.1", port: app.mx, secure: false, ignoreTLS: true, name: "client.sender.example" })
-
 describe("MX with a real client (nodemailer)", () => {
   it("stores multipart mail with attachments and an inline image, records SPF/DKIM/DMARC, keeps the raw MIME", async () => {
     const { userId, apiKey, address } = await fundedAddress()

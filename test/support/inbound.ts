@@ -3,7 +3,6 @@
  * server (so mail authentication and domain checks never leave the machine), wallet funding,
  * address creation and direct database peeks.
  */
-import { Effect } from "effect"
 import { expect } from "vitest"
 import { Billing } from "../../effects/billing/service.ts"
 import { Database } from "../../effects/ports/Database.ts"

@@ -3,7 +3,6 @@
  * the wall clock, a restart between attempts (a new app on the same database), two instances
  * sharing a queue (PostgreSQL), and mail sent over SMTP ending as a signed webhook and an SMS.
  */
-import { Effect } from "effect"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Database } from "../../effects/ports/Database.ts"
