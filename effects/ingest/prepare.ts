@@ -1,7 +1,8 @@
 /**
  * The per-message work of ingest, between the end of DATA and the batch commit: authenticate
  * (SPF/DKIM/DMARC/ARC with mailauth), write the trace (Authentication-Results, Received), parse
- * (mailparser), and encode the message's row for `ingest_batch` (migration 026) as JSON text.
+ * (mailparser), and encode the message for `ingest_batch_bytes` (migration 031): its row as JSON
+ * text, and its bytes (raw MIME, attachments, text and HTML bodies) beside it.
  *
  * It is plain async code, free of Effect and of the runtime's services, because it runs in
  * worker threads (src/ingest/prepare-pool.ts): it is most of a message's CPU (~0.4 ms for 2 KiB,
@@ -17,8 +18,8 @@
 import { createReadStream } from "node:fs"
 import { open, readFile } from "node:fs/promises"
 import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
-import { headerLinesOf, parseMail } from "./mime.ts"
-import { type AttachmentRow, attachmentRows, messageColumns } from "./rows.ts"
+import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
+import { type MessageColumns, messageColumns } from "./rows.ts"
 import { jsonSafe } from "./text.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
 import type { KeptResolver, VerdictMemo } from "./verdicts.ts"
@@ -48,10 +49,13 @@ export interface PrepareJob {
 /** A message ready for the writer. */
 export interface PreparedMessage {
   /**
-   * The message's element of `ingest_batch`'s `messages` as UTF-8 JSON (columns, trace, body,
-   * parts), in an ArrayBuffer of its own: a worker transfers it to the event loop, never copied.
+   * The message's element of `ingest_batch_bytes`'s `messages` as UTF-8 JSON (the columns, and
+   * where each piece is in `bytes`), in an ArrayBuffer of its own: a worker transfers it to the
+   * event loop, never copied.
    */
   readonly row: Uint8Array
+  /** The trace and body (the raw MIME), each part's content, the text and HTML bodies as UTF-8, in that order; its own ArrayBuffer too. */
+  readonly bytes: Uint8Array
   /** Bytes stored: trace + body. */
   readonly size: number
   /** What subscribers (webhooks, SMS, agent) are told about each stored copy. */
@@ -62,36 +66,48 @@ export interface PreparedMessage {
   readonly authFailure?: string
 }
 
+/** `bytes` in an ArrayBuffer of exactly their size (never a slice of a shared pool): transferable. */
+const own = (bytes: Uint8Array): Uint8Array =>
+  bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.byteLength ? bytes : new Uint8Array(bytes)
+
 /**
- * The row as UTF-8 JSON in a buffer of its own (a worker hands it over without a copy). The
- * base64 members (the bytes: trace, body, each part's content; most of a large message) are
- * spliced in as they are: base64 needs no JSON escaping, and JSON.stringify would scan them all.
- * The pieces are written straight into the buffer (base64 as latin1: a plain copy) instead of
- * being joined into one string first, which for a 100 KiB message was a ~240 KB string flattened
- * and then encoded again.
+ * The message's row and bytes. The bytes are copied once into a buffer of their own; the row
+ * names them by [offset, length], so no byte is base64-encoded or JSON-escaped here, nor lexed as
+ * JSON by the database (PostgreSQL 15 reads a JSON string one character at a time).
  */
-const encodeRow = (
-  bytes: { readonly trace: string; readonly body: string },
-  columns: Record<string, unknown>,
-  parts: ReadonlyArray<AttachmentRow>,
-): Uint8Array => {
-  // The row's text in order; `base64` holds the indexes of the base64 members (ASCII).
-  const pieces: Array<string> = ['{"trace":"', bytes.trace, '","body":"', bytes.body, '","parts":[']
-  const base64 = new Set<number>([1, 3])
-  parts.forEach(({ content, ...meta }, i) => {
-    pieces.push(`${i > 0 ? "," : ""}{"content":"`)
-    base64.add(pieces.length)
-    pieces.push(content, `",${JSON.stringify(meta).slice(1)}`)
-  })
-  pieces.push(`],${JSON.stringify(columns).slice(1)}`)
-  let size = 0
-  for (let i = 0; i < pieces.length; i++) size += base64.has(i) ? pieces[i]!.length : Buffer.byteLength(pieces[i]!, "utf8")
-  // allocUnsafeSlow: an ArrayBuffer of exactly this row (never a slice of the shared pool), so it
-  // can be transferred.
-  const out = Buffer.allocUnsafeSlow(size)
+const encodeMessage = (
+  trace: Buffer,
+  body: Buffer,
+  columns: MessageColumns & Record<string, unknown>,
+  attachments: ParsedMessage["attachments"],
+): { readonly row: Uint8Array; readonly bytes: Uint8Array } => {
+  const { text_body, html_body, ...rest } = columns
+  const size = trace.length + body.length + attachments.reduce((n, a) => n + a.content.byteLength, 0) +
+    Buffer.byteLength(text_body, "utf8") + Buffer.byteLength(html_body, "utf8")
+  const bytes = Buffer.allocUnsafeSlow(size)
   let at = 0
-  for (let i = 0; i < pieces.length; i++) at += out.write(pieces[i]!, at, base64.has(i) ? "latin1" : "utf8")
-  return new Uint8Array(out.buffer, 0, at)
+  const put = (piece: Uint8Array): [number, number] => {
+    bytes.set(piece, at)
+    at += piece.byteLength
+    return [at - piece.byteLength, piece.byteLength]
+  }
+  const write = (text: string): [number, number] => {
+    const n = bytes.write(text, at, "utf8")
+    at += n
+    return [at - n, n]
+  }
+  put(trace)
+  put(body)
+  const parts = attachments.map((a, position) => ({
+    position,
+    filename: a.filename,
+    content_type: a.contentType,
+    content_id: a.contentId,
+    size: a.content.byteLength,
+    content: put(a.content),
+  }))
+  const row = { raw: [0, trace.length + body.length], text: write(text_body), html: write(html_body), parts, ...rest }
+  return { row: own(new TextEncoder().encode(JSON.stringify(row))), bytes: new Uint8Array(bytes.buffer, 0, at) }
 }
 
 /** mailparser gave up on the message (the SMTP side answers 554 5.6.0). */
@@ -136,19 +152,16 @@ export const prepareMessage = async (
   })
   const columns = messageColumns(parsed, job.mailFrom)
   const body = buffer ?? (await readFile((job.source as { path: string }).path))
-  const row = encodeRow(
-    { trace: traceBytes.toString("base64"), body: body.toString("base64") },
-    {
-      size: traceBytes.length + size,
-      at: new Date(job.at).toISOString(),
-      ...columns,
-      auth_results: jsonSafe(auth.results satisfies AuthResults),
-      tls: job.client.tls,
-    },
-    attachmentRows(parsed),
-  )
+  const { row, bytes } = encodeMessage(traceBytes, body, {
+    size: traceBytes.length + size,
+    at: new Date(job.at).toISOString(),
+    ...columns,
+    auth_results: jsonSafe(auth.results satisfies AuthResults),
+    tls: job.client.tls,
+  }, parsed.attachments)
   return {
     row,
+    bytes,
     size: traceBytes.length + size,
     fromAddr: columns.from_addr,
     subject: parsed.subject,

@@ -1,7 +1,7 @@
 /**
  * The batch commit: many received messages stored and charged in one transaction, in a fixed
- * number of statements whatever the batch holds: one call (`ingest_batch`, migration 026) that
- * locks, admits, stores and charges, sent with the question of which subscribers the batch
+ * number of statements whatever the batch holds: one call (`ingest_batch_bytes`, migration 031)
+ * that locks, admits, stores and charges, sent with the question of which subscribers the batch
  * needs (./events.ts), then each of those once. The call keeps its plans for the session (PGlite
  * plans in WASM, which cost more than the inserts); with the question it is one round trip to a
  * PostgreSQL server.
@@ -12,8 +12,9 @@
  * Messages are admitted in arrival order while the locked balance covers them, each whole or not
  * at all across the accounts it reaches; the rest are refused with nothing written for them.
  *
- * Each message's row arrives already encoded as JSON text (./prepare.ts, on a worker thread): the
- * batch parameter is those texts joined, so the event loop never serialises a message body.
+ * Each message's row arrives already encoded as JSON text and its bytes beside it (./prepare.ts,
+ * on a worker thread): the parameters are those texts joined and those bytes joined, so the event
+ * loop never serialises a message body, and the database never reads one as JSON.
  */
 import { Effect } from "effect"
 import { UnknownRecipient } from "../addresses/errors.ts"
@@ -49,21 +50,24 @@ interface Answer {
 }
 
 /**
- * The call's one parameter: the small destinations first (admission reads them), then the rows
- * as encoded, joined as bytes and decoded once (one string per batch on the event loop, not one
- * per message).
+ * The call's two parameters. The JSON: the small destinations first (admission reads them), where
+ * each message's bytes start in the blob, then the rows as encoded, joined as bytes and decoded
+ * once (one string per batch on the event loop, not one per message). The blob: the messages'
+ * bytes, one after another.
  */
-export const batchJson = (batch: ReadonlyArray<Prepared>): string => {
+export const batchParameters = (batch: ReadonlyArray<Prepared>): [string, Buffer] => {
+  let base = 0
+  const bases = batch.map((p) => (base += p.message.bytes.byteLength) - p.message.bytes.byteLength)
   const head = `{"price":${PRICE_PER_MESSAGE_TZS},"destinations":${
     JSON.stringify(batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt }))))
-  },"messages":[`
+  },"bases":${JSON.stringify(bases)},"messages":[`
   const parts: Array<Uint8Array> = [Buffer.from(head)]
   batch.forEach((p, i) => {
     if (i > 0) parts.push(COMMA)
     parts.push(p.message.row)
   })
   parts.push(TAIL)
-  return Buffer.concat(parts).toString("utf8")
+  return [Buffer.concat(parts).toString("utf8"), Buffer.concat(batch.map((p) => p.message.bytes), base)]
 }
 const COMMA = Buffer.from(",")
 const TAIL = Buffer.from("]}")
@@ -77,7 +81,7 @@ export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch
     // Which subscribers the batch may need is asked alongside storing it (one round trip to a
     // PostgreSQL server), for every destination: a superset of the copies that will be stored.
     const [[row], followUps] = yield* Effect.all([
-      db.query<{ answer: Answer | string }>("SELECT ingest_batch($1::jsonb) AS answer", [batchJson(batch)]),
+      db.query<{ answer: Answer | string }>("SELECT ingest_batch_bytes($1::jsonb, $2::bytea) AS answer", batchParameters(batch)),
       events.plan(batch.flatMap((p) => p.destinations)),
     ], { concurrency: "unbounded" })
     const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer

@@ -31,7 +31,7 @@ import { commitBatch, type Outcome, type Prepared } from "./store.ts"
 
 /** Messages per transaction at most. */
 export const BATCH_MAX = 64
-/** Message bytes per transaction at most (one large message still goes alone). */
+/** Message bytes per transaction at most (raw MIME, parts and bodies: the blob parameter; one large message still goes alone). */
 export const BATCH_BYTES = 16 * 1024 * 1024
 /** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
 export const MAILBOX_CAPACITY = 1_024
@@ -89,17 +89,17 @@ export const makeIngestWriter = Effect.gen(function*() {
     yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
   })
 
-  /** Consecutive groups of at most BATCH_BYTES (the rows of a batch travel as one parameter). */
+  /** Consecutive groups of at most BATCH_BYTES (the messages' bytes of a batch travel as one parameter). */
   const bySize = (jobs: ReadonlyArray<Job>) => {
     const groups: Array<Array<Job>> = []
     let bytes = Infinity
     for (const job of jobs) {
-      if (bytes + job.prepared.message.size > BATCH_BYTES) {
+      if (bytes + job.prepared.message.bytes.byteLength > BATCH_BYTES) {
         groups.push([])
         bytes = 0
       }
       groups[groups.length - 1]!.push(job)
-      bytes += job.prepared.message.size
+      bytes += job.prepared.message.bytes.byteLength
     }
     return groups
   }

@@ -69,8 +69,8 @@ const RUNNING_MAX = 2
 
 const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
   prepareMessage(job, resolver, verdicts).then(
-    // The row's bytes are handed over, not copied (they are most of a large message).
-    (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer]),
+    // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
+    (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer]),
     (e: unknown) =>
       port.postMessage({
         t: "done",

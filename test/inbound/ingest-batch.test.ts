@@ -1,7 +1,8 @@
 /**
  * The ingest actor's batch commit (effects/ingest/store.ts, writer.ts) and the RCPT-time holds
  * (admission.ts), driven directly: messages admitted in arrival order up to the locked balance,
- * the rest refused with nothing written; a message to two accounts whole or not at all; the same
+ * the rest refused with nothing written; a message to two accounts whole or not at all; each
+ * message of a batch its own bytes back (raw MIME, bodies, attachments, by offset); the same
  * number of statements for 1 message or 40; one bad message never failing its batch-mates; the
  * webhook worker woken at commit only when a delivery was queued; money promised at RCPT held
  * until the transaction ends.
@@ -206,6 +207,78 @@ describe("the batch commit", () => {
       second.id,
     ])
     expect(counted.map((c) => c.message_count)).toEqual([2, 1])
+  })
+
+  it("gives each message of a batch its own bytes back: raw MIME, text and HTML bodies, attachments", async () => {
+    const a = await account(1000)
+    const html = (i: number) =>
+      [
+        "From: Asha <asha@sender.example>",
+        `Subject: html ${i}`,
+        "MIME-Version: 1.0",
+        'Content-Type: multipart/mixed; boundary="m"',
+        "",
+        "--m",
+        'Content-Type: multipart/alternative; boundary="a"',
+        "",
+        "--a",
+        "Content-Type: text/plain; charset=utf-8",
+        "",
+        `Maandishi ${i} ✓ ${"ü".repeat(i * 300)}`,
+        "--a",
+        "Content-Type: text/html; charset=utf-8",
+        "",
+        `<p>HTML ${i} — €${i}</p>`,
+        "--a--",
+        "--m",
+        `Content-Type: application/octet-stream; name="p${i}.bin"`,
+        "Content-Transfer-Encoding: base64",
+        "",
+        Buffer.alloc(100 + i * 977, i).toString("base64"),
+        "--m--",
+        "",
+      ].join("\r\n")
+    // Different sizes, with and without parts and HTML, all in one commit.
+    const raws = [html(1), plainMessage({ subject: "plain 2", body: "Habari 2 😀" }), html(3), withAttachment, html(5)]
+    const stored = await app.run(Effect.gen(function*() {
+      const batch = yield* Effect.forEach(raws, (raw) => prepared(raw, [copyOf(a)]))
+      const r = yield* commit(batch)
+      return r.outcomes.map((o) => (o._tag === "Stored" ? o.messages[0]!.id : 0))
+    }))
+    expect(stored.every((id) => id > 0)).toBe(true)
+    for (const [k, id] of stored.entries()) {
+      const [row] = await query<{ raw: Uint8Array; text_body: string; html_body: string; size_bytes: number }>(
+        app,
+        "SELECT x.raw, m.text_body, m.html_body, m.size_bytes FROM inbound_messages m JOIN inbound_mime x ON x.id = m.mime_id WHERE m.id = $1",
+        [id],
+      )
+      const raw = Buffer.from(row!.raw)
+      // The trace in front, then the message byte for byte.
+      expect(raw.subarray(raw.length - Buffer.byteLength(raws[k]!)).toString("utf8")).toBe(raws[k])
+      expect(raw.subarray(0, raw.length - Buffer.byteLength(raws[k]!)).toString("utf8")).toMatch(/^Received-SPF: /)
+      expect(row!.size_bytes).toBe(raw.length)
+      const parts = await query<{ filename: string; content: Uint8Array }>(
+        app,
+        "SELECT t.filename, t.content FROM inbound_attachments t JOIN inbound_messages m ON m.mime_id = t.mime_id WHERE m.id = $1 ORDER BY t.position",
+        [id],
+      )
+      const i = [1, 0, 3, 0, 5][k]!
+      if (i > 0) {
+        expect(row!.text_body).toBe(`Maandishi ${i} ✓ ${"ü".repeat(i * 300)}`)
+        expect(row!.html_body).toBe(`<p>HTML ${i} — €${i}</p>`)
+        expect(parts.map((p) => p.filename)).toEqual([`p${i}.bin`])
+        expect(Buffer.from(parts[0]!.content).equals(Buffer.alloc(100 + i * 977, i))).toBe(true)
+      }
+    }
+    expect((await query<{ text_body: string }>(app, "SELECT text_body FROM inbound_messages WHERE id = $1", [stored[1]]))[0]!.text_body).toBe(
+      "Habari 2 😀\n",
+    )
+    const pdfPart = await query<{ content: Uint8Array }>(
+      app,
+      "SELECT t.content FROM inbound_attachments t JOIN inbound_messages m ON m.mime_id = t.mime_id WHERE m.id = $1",
+      [stored[3]],
+    )
+    expect(Buffer.from(pdfPart[0]!.content).equals(Buffer.from(pdf, "base64"))).toBe(true)
   })
 
   it("runs the same statements for one message as for forty (with attachments, two accounts)", async () => {

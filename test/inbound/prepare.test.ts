@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { authenticate as mailauth } from "mailauth"
 import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
-import type { PrepareJob } from "../../effects/ingest/prepare.ts"
+import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
 import { preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
@@ -63,6 +63,19 @@ const job = (raw: Uint8Array, over: Partial<PrepareJob> = {}): PrepareJob => ({
 const withPreparer = <A>(layer: Layer.Layer<MessagePreparer>, f: (p: MessagePreparer["Service"]) => Effect.Effect<A, unknown>) =>
   Effect.runPromise(MessagePreparer.use(f).pipe(Effect.provide(layer)))
 
+/** A prepared message's row, and its pieces read from its bytes where the row says they are. */
+const opened = (prepared: PreparedMessage) => {
+  const row = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(prepared.row))
+  const piece = ([at, n]: [number, number]) => Buffer.from(prepared.bytes.buffer, prepared.bytes.byteOffset + at, n)
+  return {
+    row,
+    raw: piece(row.raw),
+    text: piece(row.text).toString("utf8"),
+    html: piece(row.html).toString("utf8"),
+    part: (i: number) => piece(row.parts[i].content),
+  }
+}
+
 const plain = Buffer.from(
   "From: Asha <asha@sender.example>\r\nTo: box@inbox.localhost\r\nSubject: Ankara ya mwezi\r\nReceived: from relay.sender.example by sender.example\r\n\r\nHabari, hii ni ankara yako.\r\n",
 )
@@ -85,11 +98,11 @@ describe("a prepare thread", () => {
   it("writes the trace in front of the message's own headers and keeps the whole Authentication-Results", async () => {
     const dns = stubDns({ ms: 60_000 })
     const [prepared] = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) => Effect.all([p.prepare(job(plain))]))
-    const row = JSON.parse(new TextDecoder().decode(prepared!.row))
-    const trace = Buffer.from(row.trace, "base64").toString("utf8")
-    // The body travels apart from the trace, byte for byte; the database joins them.
-    expect(Buffer.from(row.body, "base64").equals(plain)).toBe(true)
-    expect(row.size).toBe(Buffer.byteLength(trace) + plain.length)
+    const { row, raw } = opened(prepared!)
+    // The raw MIME is the trace, then the body byte for byte.
+    expect(raw.subarray(raw.length - plain.length).equals(plain)).toBe(true)
+    const trace = raw.subarray(0, raw.length - plain.length).toString("utf8")
+    expect(row.size).toBe(raw.length)
     expect(trace).toMatch(/^Received-SPF: pass /)
     expect(trace).toMatch(/^Authentication-Results: mx\.inbox\.localhost;/m)
     expect(trace).toMatch(/Received: from mail\.sender\.example \(\[127\.0\.0\.1\]\)\r\n\tby mx\.inbox\.localhost with ESMTP id 0badf00d00000001;/)
@@ -107,7 +120,7 @@ describe("a prepare thread", () => {
     expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", textBody: "Habari, hii ni ankara yako.\n" })
   })
 
-  it("encodes the row as JSON in a buffer of exactly its size: non-ASCII text, attachments and body intact", async () => {
+  it("encodes the row as JSON and the bytes beside it, each in a buffer of exactly its size: non-ASCII text, attachments and body intact", async () => {
     const dns = stubDns({ ms: 60_000 })
     const pdf = Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0xff, 0xfe, 0x80, 0x0a])
     const mail = Buffer.from(
@@ -134,18 +147,22 @@ describe("a prepare thread", () => {
       ].join("\r\n"),
     )
     const [prepared] = await withPreparer(MessagePreparer.inProcess.pipe(Layer.provide(dns.layer)), (p) => Effect.all([p.prepare(job(mail))]))
-    const bytes = prepared!.row
-    // Transferable as it is: the buffer is the row, no pooled slab around it.
-    expect(bytes.byteOffset).toBe(0)
-    expect(bytes.buffer.byteLength).toBe(bytes.byteLength)
-    const row = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    // Transferable as they are: each buffer is exactly the row or the bytes, no pooled slab around it.
+    for (const bytes of [prepared!.row, prepared!.bytes]) {
+      expect(bytes.byteOffset).toBe(0)
+      expect(bytes.buffer.byteLength).toBe(bytes.byteLength)
+    }
+    const { row, raw, text, html, part } = opened(prepared!)
     expect(row.subject).toBe("Ankara “ya” mwezi — €5 🙂")
     expect(row.from_addr).toBe("Zuhôr ✓ <zuhor@sender.example>")
-    expect(row.text_body).toBe('Habari "quoted" \\ backslash\ttab, ünïcödé ✓')
-    expect(Buffer.from(row.body, "base64").equals(mail)).toBe(true)
+    expect(text).toBe('Habari "quoted" \\ backslash\ttab, ünïcödé ✓')
+    expect(html).toBe("")
+    expect(raw.subarray(raw.length - mail.length).equals(mail)).toBe(true)
     expect(row.parts).toHaveLength(1)
     expect(row.parts[0]).toMatchObject({ filename: "ankara✓.pdf", content_type: "application/pdf", size: pdf.length, position: 0 })
-    expect(Buffer.from(row.parts[0].content, "base64").equals(pdf)).toBe(true)
+    expect(part(0).equals(pdf)).toBe(true)
+    // Every byte is one piece's: trace and body, the part, the text, in that order.
+    expect(prepared!.bytes.byteLength).toBe(raw.length + pdf.length + Buffer.byteLength(text))
   })
 
   it("asks the main thread's Dns once per name while the answer may be kept, and every time when it may not", async () => {
@@ -221,9 +238,9 @@ describe("a prepare thread", () => {
     fs.writeFileSync(file, big)
     const [prepared] = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) =>
       Effect.all([p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: big.length } })]))
-    const row = JSON.parse(new TextDecoder().decode(prepared!.row))
-    expect(Buffer.from(row.body, "base64").equals(big)).toBe(true)
-    expect(row.text_body).toContain("y".repeat(76))
+    const { raw, text } = opened(prepared!)
+    expect(raw.subarray(raw.length - big.length).equals(big)).toBe(true)
+    expect(text).toContain("y".repeat(76))
   })
 })
 
