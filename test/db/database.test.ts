@@ -1,6 +1,7 @@
 /**
  * The Database port on both engines: ambient transactions (join, commit, rollback on failure,
- * defect and interruption), SQLSTATE mapping, and migrations that two instances can start at once.
+ * defect and interruption), SQLSTATE mapping, values normalised alike (bytes among them), and
+ * migrations that two instances can start at once.
  */
 import { Effect, Exit, Fiber } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -93,6 +94,19 @@ describe("Database port", () => {
     ))
     expect(row).toMatchObject({ big: 9007199254740991, d: "2024-02-29", j: { a: [1, "x"] } })
     expect(row!.t).toBeInstanceOf(Date)
+  })
+
+  it("takes bytes as they are, whatever view holds them, and gives them back as bytes on both engines", async () => {
+    const slab = Buffer.from(Array.from({ length: 300 }, (_, i) => i % 256))
+    // A view into the middle of a larger buffer: only its own bytes are the parameter.
+    const view = slab.subarray(100, 200)
+    const plain = new Uint8Array([0, 255, 92, 120, 0])
+    const [row] = await api.run(Database.use((db) =>
+      db.query<{ a: Uint8Array; b: Uint8Array; n: number }>("SELECT $1::bytea AS a, $2::bytea AS b, length($1::bytea) AS n", [view, plain])
+    ))
+    expect(row!.n).toBe(100)
+    expect(Buffer.from(row!.a).equals(view)).toBe(true)
+    expect(Buffer.from(row!.b).equals(Buffer.from(plain))).toBe(true)
   })
 
   it("applies migrations once when two instances start together", async () => {
