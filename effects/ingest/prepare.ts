@@ -66,10 +66,6 @@ export interface PreparedMessage {
   readonly authFailure?: string
 }
 
-/** `bytes` in an ArrayBuffer of exactly their size (never a slice of a shared pool): transferable. */
-const own = (bytes: Uint8Array): Uint8Array =>
-  bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.byteLength ? bytes : new Uint8Array(bytes)
-
 /**
  * The message's row and bytes. The bytes are copied once into a buffer of their own; the row
  * names them by [offset, length], so no byte is base64-encoded or JSON-escaped here, nor lexed as
@@ -107,7 +103,9 @@ const encodeMessage = (
     content: put(a.content),
   }))
   const row = { raw: [0, trace.length + body.length], text: write(text_body), html: write(html_body), parts, ...rest }
-  return { row: own(new TextEncoder().encode(JSON.stringify(row))), bytes: new Uint8Array(bytes.buffer, 0, at) }
+  // Both in ArrayBuffers of their own, transferable: TextEncoder's is exactly the text's, and
+  // allocUnsafeSlow's is never a slice of the shared pool.
+  return { row: new TextEncoder().encode(JSON.stringify(row)), bytes: new Uint8Array(bytes.buffer, 0, at) }
 }
 
 /** mailparser gave up on the message (the SMTP side answers 554 5.6.0). */

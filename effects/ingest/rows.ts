@@ -1,7 +1,8 @@
 /**
  * What the MX's inbound messages and the sandbox's captured messages store alike: the columns
- * taken from the parsed message and the attachment rows. Both capabilities build their rows
- * here, so a parsed message is turned into storable values (safe text, JSON, base64 bytes) once.
+ * taken from the parsed message (both build them here, so a parsed message is turned into
+ * storable values, safe text and JSON, once), and the sandbox's attachment rows (the MX sends its
+ * attachments' bytes apart from the row: ./prepare.ts).
  */
 import type { AttachmentMeta } from "../messages/schema.ts"
 import type { ParsedMessage } from "./mime.ts"
@@ -21,7 +22,7 @@ export interface MessageColumns {
   readonly message_id: string | null
 }
 
-/** An attachment as both attachment tables store it; `content` is base64 (decoded by the server). */
+/** An attachment as the sandbox stores it; `content` is base64 (decoded by the server). */
 export interface AttachmentRow extends AttachmentMeta {
   readonly position: number
   readonly content: string

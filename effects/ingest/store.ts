@@ -56,8 +56,12 @@ interface Answer {
  * bytes, one after another.
  */
 export const batchParameters = (batch: ReadonlyArray<Prepared>): [string, Buffer] => {
-  let base = 0
-  const bases = batch.map((p) => (base += p.message.bytes.byteLength) - p.message.bytes.byteLength)
+  const bases: Array<number> = []
+  let size = 0
+  for (const p of batch) {
+    bases.push(size)
+    size += p.message.bytes.byteLength
+  }
   const head = `{"price":${PRICE_PER_MESSAGE_TZS},"destinations":${
     JSON.stringify(batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt }))))
   },"bases":${JSON.stringify(bases)},"messages":[`
@@ -67,7 +71,7 @@ export const batchParameters = (batch: ReadonlyArray<Prepared>): [string, Buffer
     parts.push(p.message.row)
   })
   parts.push(TAIL)
-  return [Buffer.concat(parts).toString("utf8"), Buffer.concat(batch.map((p) => p.message.bytes), base)]
+  return [Buffer.concat(parts).toString("utf8"), Buffer.concat(batch.map((p) => p.message.bytes), size)]
 }
 const COMMA = Buffer.from(",")
 const TAIL = Buffer.from("]}")

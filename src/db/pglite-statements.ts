@@ -8,10 +8,11 @@
  * 1.7 → 1.26 ms, an ingest batch of five 5.1 → 4.1 ms.
  *
  * Values are serialized and results parsed by PGlite's own serializers and parsers, exactly as
- * its `query` does, except bytes (binary format) and the wire encoding (./pg-wire.ts). Everything runs under PGlite's exclusive lock (`runExclusive`), so no other
- * statement's unnamed portal can come between a bind and its execute. Past MAX_NAMED texts, and
- * when a kept plan no longer fits (a table changed shape: SQLSTATE 0A000), a statement runs
- * through PGlite's `query` as before.
+ * its `query` does, but for bytes (binary format) and the encoding of the messages (./pg-wire.ts).
+ * Everything runs under PGlite's exclusive lock (`runExclusive`), so no other statement's unnamed
+ * portal can come between a bind and its execute. Past MAX_NAMED texts, and when a kept plan no
+ * longer fits (a table changed shape: SQLSTATE 0A000), a statement runs through PGlite's `query`
+ * as before.
  */
 import { type PGlite, parse, protocol } from "@electric-sql/pglite"
 import type { Row } from "../../effects/ports/Database.ts"
