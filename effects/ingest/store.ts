@@ -82,10 +82,12 @@ const TAIL = Buffer.from("]}")
  */
 export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
+    const [json, bytes] = batchParameters(batch)
+    const blob = db.bytea(2, bytes)
     // Which subscribers the batch may need is asked alongside storing it (one round trip to a
     // PostgreSQL server), for every destination: a superset of the copies that will be stored.
     const [[row], followUps] = yield* Effect.all([
-      db.query<{ answer: Answer | string }>("SELECT ingest_batch_bytes($1::jsonb, $2::bytea) AS answer", batchParameters(batch)),
+      db.query<{ answer: Answer | string }>(`SELECT ingest_batch_bytes($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value]),
       events.plan(batch.flatMap((p) => p.destinations)),
     ], { concurrency: "unbounded" })
     const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer

@@ -18,6 +18,12 @@ export class DbError extends Schema.TaggedError<DbError>()("DbError", {
 
 export type Row = Record<string, unknown>
 
+/** A bytea parameter as an adapter sends it best: the SQL that reads it, and the value to bind. */
+export interface ByteaParameter {
+  readonly sql: string
+  readonly value: unknown
+}
+
 /** A connection that can run statements (the pool, or a transaction's reserved connection). */
 export interface Connection {
   readonly query: (text: string, params?: ReadonlyArray<unknown>) => Promise<Array<Row>>
@@ -30,6 +36,12 @@ export interface DatabaseShape {
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | DbError, R>
   /** Runs a multi-statement script (migrations); joins the surrounding transaction if any. */
   readonly exec: (script: string) => Effect.Effect<void, DbError>
+  /**
+   * `bytes` as the bytea parameter `$n` of a statement, sent the adapter's cheapest way (it matters
+   * for megabytes: an ingest batch). PGlite binds bytes in binary; postgres.js sends parameters as
+   * text only, where base64 that the server decodes is 4/3 of the bytes against 2 for bytea's hex.
+   */
+  readonly bytea: (n: number, bytes: Uint8Array) => ByteaParameter
   /** Which engine is behind the port; tests and benchmarks report it. */
   readonly dialect: "pglite" | "postgres"
   /**

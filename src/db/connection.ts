@@ -14,6 +14,7 @@ export interface Reserved {
 
 export interface ConnectionSource {
   readonly dialect: DatabaseShape["dialect"]
+  readonly bytea: DatabaseShape["bytea"]
   /** Runs a statement outside any transaction. */
   readonly query: (text: string, params?: ReadonlyArray<unknown>) => Promise<Array<Row>>
   readonly exec: (script: string) => Promise<void>
@@ -160,5 +161,5 @@ export const makeDatabase = (source: ConnectionSource, hooks: DatabaseHooks = {}
     hitsByText.clear()
   }
 
-  return { query, transaction, exec, dialect: source.dialect, watchWrites }
+  return { query, transaction, exec, bytea: source.bytea, dialect: source.dialect, watchWrites }
 }

@@ -9,8 +9,12 @@
  * instead of PGlite's `\x` hex text built one byte at a time.
  */
 import { Buffer } from "node:buffer"
+import type { ByteaParameter } from "../../effects/ports/Database.ts"
 
 export type WireValue = string | Uint8Array | null
+
+/** Bytes bound as they are: they go in binary format (the PGlite adapters' `bytea`). */
+export const byteaInBinary = (n: number, bytes: Uint8Array): ByteaParameter => ({ sql: `$${n}::bytea`, value: bytes })
 
 /** Bind (unnamed portal, statement `name`, `values`, text results), Execute (all rows), Sync. */
 export const bindExecuteSync = (name: string, values: ReadonlyArray<WireValue>): Uint8Array => {

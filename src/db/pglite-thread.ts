@@ -17,6 +17,7 @@
 import { Worker } from "node:worker_threads"
 import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource, Reserved } from "./connection.ts"
+import { byteaInBinary } from "./pg-wire.ts"
 import type { PgliteOptions } from "./pglite.ts"
 
 const WORKER_URL = new URL("./pglite-worker.ts", import.meta.url)
@@ -84,6 +85,7 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
 
     const source: ConnectionSource = {
       dialect: "pglite",
+      bytea: byteaInBinary,
       query: (text, params) => query(text, params),
       exec: (script) => exec(script),
       // No round trip to take or give back the connection: the thread queues the transaction's

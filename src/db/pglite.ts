@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ConnectionSource } from "./connection.ts"
+import { byteaInBinary } from "./pg-wire.ts"
 import { namedStatements } from "./pglite-statements.ts"
 
 /** int8 as number (ids, money) and `date` as its YYYY-MM-DD text, same as the postgres adapter. */
@@ -112,6 +113,7 @@ export const openPglite = async (options: PgliteOptions): Promise<{ source: Conn
   }
   const source: ConnectionSource = {
     dialect: "pglite",
+    bytea: byteaInBinary,
     query: (text, params) => guarded(() => raw.query(text, params)),
     exec: (script) => guarded(() => raw.exec(script)),
     reserve: async () => {

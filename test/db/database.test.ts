@@ -4,6 +4,7 @@
  * migrations that two instances can start at once.
  */
 import { Effect, Exit, Fiber } from "effect"
+import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Database, isUniqueViolation } from "../../effects/ports/Database.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
@@ -107,6 +108,29 @@ describe("Database port", () => {
     expect(row!.n).toBe(100)
     expect(Buffer.from(row!.a).equals(view)).toBe(true)
     expect(Buffer.from(row!.b).equals(Buffer.from(plain))).toBe(true)
+  })
+
+  it("gives back every byte of a parameter sent its engine's way (db.bytea), whatever view holds it", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ maxLength: 3000 }), fc.nat(40), fc.uint8Array({ maxLength: 50 }), async (bytes, offset, second) => {
+        // The parameter is a view into the middle of a larger buffer; only its own bytes count.
+        const slab = Buffer.alloc(offset + bytes.length + 7, 0xee)
+        slab.set(bytes, offset)
+        const view = slab.subarray(offset, offset + bytes.length)
+        const [row] = await api.run(Database.use((db) => {
+          const a = db.bytea(1, view)
+          const b = db.bytea(2, second)
+          return db.query<{ a: Uint8Array; b: Uint8Array; n: number }>(
+            `SELECT ${a.sql} AS a, ${b.sql} AS b, length(${a.sql}) AS n`,
+            [a.value, b.value],
+          )
+        }))
+        expect(row!.n).toBe(bytes.length)
+        expect(Buffer.from(row!.a).equals(Buffer.from(bytes))).toBe(true)
+        expect(Buffer.from(row!.b).equals(Buffer.from(second))).toBe(true)
+      }),
+      { numRuns: 60 },
+    )
   })
 
   it("applies migrations once when two instances start together", async () => {

@@ -14,6 +14,7 @@ import { makeTestApp, type TestApp } from "../support/app.ts"
 /** A Database whose every query answers `rows`, as a drifted schema or a broken adapter would. */
 const answering = (rows: Array<Record<string, unknown>>): DatabaseShape => ({
   dialect: "pglite",
+  bytea: (n, bytes) => ({ sql: `$${n}::bytea`, value: bytes }),
   query: <T>() => Effect.succeed(rows as Array<T>),
   transaction: (effect) => effect,
   exec: () => Effect.void,
