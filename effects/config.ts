@@ -67,7 +67,7 @@ export interface Settings {
   readonly smtpMemoryBytes: number
   /**
    * INGEST_THREADS: worker threads that authenticate and parse received mail (0: on the event
-   * loop). Default: one fewer than the cores, 1 to 4.
+   * loop). Default: one fewer than the cores, at most 4; none on two cores or fewer.
    */
   readonly ingestThreads: number
 }

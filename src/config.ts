@@ -29,6 +29,15 @@ const hexKey = (name: string) => Config.option(Config.String(name))
 const optionalString = (name: string) =>
   Config.option(Config.String(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
 
+/**
+ * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
+ * commits) and the rest prepare mail, at most 4; on two cores or fewer, none. There the event loop
+ * and the database (PostgreSQL, or PGlite's thread) take both cores already, and a thread only adds
+ * a V8 heap of its own and the hand-offs: measured on 2 cores, the same or +6 % msgs/s without it,
+ * and 50–120 MiB less peak RSS (bench/REPORT.md, MX ingest, 2026-11-26 afternoon).
+ */
+export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 0 : Math.min(4, cores - 1))
+
 const raw = Config.all({
   baseUrl: Config.String("BASE_URL").pipe(Config.withDefault("")),
   platformDomain: Config.String("PLATFORM_DOMAIN").pipe(Config.withDefault("inbox.localhost")),
@@ -74,8 +83,7 @@ const raw = Config.all({
   platformMail: optionalString("PLATFORM_MAIL"),
   smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
-  // One core stays for the event loop (SMTP, HTTP, commits); the rest prepare mail, at most 4.
-  ingestThreads: Config.Int("INGEST_THREADS").pipe(Config.withDefault(Math.max(1, Math.min(4, os.availableParallelism() - 1)))),
+  ingestThreads: Config.Int("INGEST_THREADS").pipe(Config.withDefault(defaultIngestThreads(os.availableParallelism()))),
 })
 
 /** An explicit provider choice: unset, or one of its names (src/production.ts). */

@@ -24,12 +24,13 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * The young generation:
  * - Embedded PGlite (the default, judged by its idle RSS): 4 MB semi-spaces, idle RSS 221 MiB
  *   against 246 MiB with V8's 16 MB (and 216 with 1 MB, which cost ~50 % more CPU per request).
- * - A PostgreSQL server (judged by its latency under load): 32 MB. At ~8k requests/s with 50 in
- *   flight, a 4 MB young generation is only about twice what the requests in flight hold, so a
- *   scavenge every ~6 ms found ~45 % of it alive and promoted half of that: ~100 MB/s into the old
- *   generation and a major GC every ~2 s, whose pauses made the p99. 32 MB: the p99 of message
- *   by id ~21 against ~30 ms (median of rounds), for ~45 MiB more idle RSS and ~90 MiB more peak
- *   RSS under 100 KiB inbound mail.
+ * - A PostgreSQL server: 8 MB. At ~8k requests/s with 50 in flight, a 4 MB young generation is
+ *   only about twice what the requests in flight hold, so a scavenge every ~6 ms found ~45 % of it
+ *   alive and promoted half of that: ~100 MB/s into the old generation and a major GC every ~2 s,
+ *   whose pauses made the p99 (~30 ms against ~21 with 32 MB, medians of rounds). 8 MB against
+ *   32 MB, measured side by side (2026-11-26): message by id p99 per round 26–39 against 14–61 ms,
+ *   ~8 % fewer requests/s (still ~1.5× the peer), idle RSS 153 against 193 MiB, and peak RSS
+ *   under 100 KiB inbound mail ~290 against ~340 MiB (the MX's 300 MB target).
  *
  * PGlite's WebAssembly stays on V8's baseline compiler (no tier-up to the optimising one). One
  * function of PGlite's module (#2272, 105 KB of code) took the optimising compiler 456 ms and
@@ -40,7 +41,7 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * A host with memory to spare starts `node --wasm-tier-up src/main.ts` (a flag given wins).
  */
 export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
-  databaseUrl ? ["--max-semi-space-size=32"] : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+  databaseUrl ? ["--max-semi-space-size=8"] : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
 
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
 const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")

@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { loadSettings, parseDuration } from "../../src/config.ts"
+import { defaultIngestThreads, loadSettings, parseDuration } from "../../src/config.ts"
 
 const load = (env: Record<string, string>) =>
   Effect.runPromise(Effect.result(loadSettings(ConfigProvider.fromEnv({ env }))))
@@ -90,10 +90,14 @@ describe("settings", () => {
     expect(r.failure.message).not.toContain("\n")
   })
 
-  it("prepares mail on cores-1 threads (1 to 4) unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
+  it("prepares mail on cores-1 threads (at most 4, none on 2 cores) unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
+    expect([1, 2, 3, 4, 5, 8, 64].map(defaultIngestThreads)).toEqual([0, 0, 2, 3, 4, 4, 4])
     const byDefault = await load({ DATA_DIR: tmp() })
     if (byDefault._tag !== "Success") throw new Error("load failed")
-    expect(byDefault.success.ingestThreads).toBe(Math.max(1, Math.min(4, os.availableParallelism() - 1)))
+    expect(byDefault.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism()))
+    const one = await load({ DATA_DIR: tmp(), INGEST_THREADS: "1" })
+    if (one._tag !== "Success") throw new Error("load failed")
+    expect(one.success.ingestThreads).toBe(1)
     const none = await load({ DATA_DIR: tmp(), INGEST_THREADS: "0" })
     if (none._tag !== "Success") throw new Error("load failed")
     expect(none.success.ingestThreads).toBe(0)

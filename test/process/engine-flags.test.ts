@@ -7,7 +7,7 @@ describe("engineFlags", () => {
     const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
     expect(engineFlags(undefined)).toEqual(pglite)
     expect(engineFlags("")).toEqual(pglite)
-    expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=32"])
+    expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=8"])
   })
 
   it("leaves alone a flag the operator gave, in either polarity and spelling", () => {
