@@ -231,16 +231,18 @@ describe("a prepare thread", () => {
       }))
   })
 
-  it("reads a spooled message from its file", async () => {
+  it("reads a spooled message from its file, on a thread and on the event loop (INGEST_THREADS=0, the default on 2 cores)", async () => {
     const dns = stubDns({ ms: 60_000 })
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
     const big = Buffer.concat([plain, Buffer.from("x".repeat(76) + "\r\n").fill(0x79, 0, 76)])
     fs.writeFileSync(file, big)
-    const [prepared] = await withPreparer(preparePoolLayer(1).pipe(Layer.provide(dns.layer)), (p) =>
-      Effect.all([p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: big.length } })]))
-    const { raw, text } = opened(prepared!)
-    expect(raw.subarray(raw.length - big.length).equals(big)).toBe(true)
-    expect(text).toContain("y".repeat(76))
+    for (const layer of [preparePoolLayer(1), MessagePreparer.inProcess]) {
+      const [prepared] = await withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) =>
+        Effect.all([p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: big.length } })]))
+      const { raw, text } = opened(prepared!)
+      expect(raw.subarray(raw.length - big.length).equals(big)).toBe(true)
+      expect(text).toContain("y".repeat(76))
+    }
   })
 })
 
