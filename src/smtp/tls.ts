@@ -18,6 +18,7 @@ import * as path from "node:path"
 import * as tls from "node:tls"
 import type { SMTPServer, SMTPServerOptions, SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
+import { generateSelfSigned } from "./self-signed.ts"
 
 /** The certificate cannot be read, does not parse, or does not match its key. */
 export class TlsUnavailable extends Schema.TaggedError<TlsUnavailable>()("TlsUnavailable", { message: Schema.String }) {}
@@ -65,8 +66,8 @@ export const generatedFiles = (dataDir: string, host: string) => {
 }
 
 /**
- * The self-signed certificate of `host` in `dataDir`: made the first time (RSA 2048, SHA-256,
- * the host as CN and DNS name; selfsigned 5.5 cannot make EC keys), read back every later time.
+ * The self-signed certificate of `host` in `dataDir`: made the first time (./self-signed.ts),
+ * read back every later time.
  */
 export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMaterial, TlsUnavailable> =>
   Effect.gen(function*() {
@@ -74,22 +75,8 @@ export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMate
     if (!fs.existsSync(files.cert) || !fs.existsSync(files.key)) {
       const now = Number(yield* Clock.currentTimeMillis)
       const pems = yield* Effect.tryPromise({
-        // Loaded only to make the certificate (once per data directory): selfsigned brings ~600
-        // ASN.1 modules that a process reading its pair back never needs.
-        try: () =>
-          import("selfsigned").then(({ generate }) => generate([{ name: "commonName", value: host }], {
-            keySize: 2048,
-            algorithm: "sha256",
-            notBeforeDate: new Date(now),
-            // 825 days: the longest validity TLS clients accept for a server certificate.
-            notAfterDate: new Date(now + 825 * 86_400_000),
-            extensions: [
-              { name: "basicConstraints", cA: false },
-              { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
-              { name: "extKeyUsage", serverAuth: true },
-              { name: "subjectAltName", altNames: [{ type: 2, value: host }] },
-            ],
-          })),
+        // On a thread of its own, once per data directory (./self-signed.ts says why).
+        try: () => generateSelfSigned(host, now),
         catch: (e) => new TlsUnavailable({ message: `cannot generate a certificate for ${host}: ${String(e)}` }),
       })
       yield* Effect.try({
