@@ -31,12 +31,16 @@ const optionalString = (name: string) =>
 
 /**
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
- * commits) and the rest prepare mail, at most 4; on two cores or fewer, none. There the event loop
- * and the database (PostgreSQL, or PGlite's thread) take both cores already, and a thread only adds
- * a V8 heap of its own and the hand-offs: measured on 2 cores, the same or +6 % msgs/s without it,
- * and 50–120 MiB less peak RSS (bench/REPORT.md, MX ingest, 2026-11-26 afternoon).
+ * commits) and the rest prepare mail, at most 4. On two cores or fewer with a PostgreSQL server,
+ * none: the event loop and the server take both cores already, and a thread only adds a V8 heap of
+ * its own and the hand-offs (measured on 2 cores: the same or +6 % msgs/s without it, and 50–120
+ * MiB less peak RSS). Embedded PGlite keeps one there: its event loop also carries every
+ * statement to and from PGlite's thread, and one-message sessions went 13 % faster with the
+ * thread (bench/REPORT.md, MX ingest, 2026-11-26 afternoon); it starts with the first message,
+ * so the idle RSS does not pay for it.
  */
-export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 0 : Math.min(4, cores - 1))
+export const defaultIngestThreads = (cores: number, embedded: boolean): number =>
+  cores <= 2 ? (embedded ? 1 : 0) : Math.min(4, cores - 1)
 
 const raw = Config.all({
   baseUrl: Config.String("BASE_URL").pipe(Config.withDefault("")),
@@ -83,7 +87,7 @@ const raw = Config.all({
   platformMail: optionalString("PLATFORM_MAIL"),
   smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
-  ingestThreads: Config.Int("INGEST_THREADS").pipe(Config.withDefault(defaultIngestThreads(os.availableParallelism()))),
+  ingestThreads: Config.option(Config.Int("INGEST_THREADS")),
 })
 
 /** An explicit provider choice: unset, or one of its names (src/production.ts). */
@@ -138,7 +142,8 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (r.smtpMaxSessionsPerIp < 1) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
     }
-    if (r.ingestThreads < 0 || r.ingestThreads > 64) {
+    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism(), Option.isNone(r.databaseUrl)))
+    if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }
     if (r.smtpMemoryBytes < 1024 * 1024) {
@@ -191,6 +196,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       platformMail: Option.getOrUndefined(providers.platformMail),
       // Production defaults (DECISIONS.md): the MX on port 25, webhooks to public addresses only.
       smtpPort: Option.getOrElse(r.smtpPort, () => (production ? 25 : 2525)),
+      ingestThreads,
       webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),
       mxHost: Option.getOrElse(r.mxHost, () => `mx.${r.platformDomain}`),

@@ -231,7 +231,7 @@ describe("a prepare thread", () => {
       }))
   })
 
-  it("reads a spooled message from its file, on a thread and on the event loop (INGEST_THREADS=0, the default on 2 cores)", async () => {
+  it("reads a spooled message from its file, on a thread and on the event loop (INGEST_THREADS=0, the default with PostgreSQL on 2 cores)", async () => {
     const dns = stubDns({ ms: 60_000 })
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
     const big = Buffer.concat([plain, Buffer.from("x".repeat(76) + "\r\n").fill(0x79, 0, 76)])

@@ -55,8 +55,9 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   production: false,
   smtpMaxSessionsPerIp: 20,
   smtpMemoryBytes: 256 * 1024 * 1024,
-  // One prepare worker thread: the production path on more than 2 cores (INGEST_THREADS=0, the
-  // default on 2, has its own runs in test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
+  // One prepare worker thread: the production path on PGlite and on more than 2 cores
+  // (INGEST_THREADS=0, the default with PostgreSQL on 2, has its own runs in
+  // test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
   ingestThreads: 1,
   ...overrides,
 })
