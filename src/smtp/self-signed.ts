@@ -41,16 +41,14 @@ export const generateSelfSigned = (host: string, now: number): Promise<Pems> =>
     } catch {
       return resolve(generateHere(host, now))
     }
+    // Whichever comes first answers: the thread's message, its failure to run (then here), its end.
     let settled = false
-    worker.once("message", (a: Answer) => {
+    const settle = (answer: () => void) => {
+      if (settled) return
       settled = true
-      if (a.ok) resolve(a.pems)
-      else reject(new Error(a.message))
-    })
-    worker.once("error", (e) => {
-      if (!settled) (settled = true, resolve(generateHere(host, now).catch(() => Promise.reject(e))))
-    })
-    worker.once("exit", (code) => {
-      if (!settled) (settled = true, reject(new Error(`the certificate thread exited with code ${code}`)))
-    })
+      answer()
+    }
+    worker.once("message", (a: Answer) => settle(() => (a.ok ? resolve(a.pems) : reject(new Error(a.message)))))
+    worker.once("error", (e) => settle(() => resolve(generateHere(host, now).catch(() => Promise.reject(e)))))
+    worker.once("exit", (code) => settle(() => reject(new Error(`the certificate thread exited with code ${code}`))))
   })
