@@ -5,10 +5,10 @@
  * GOOGLE_CLIENT_ID the integration answers NOT_CONFIGURED.
  */
 import { Clock, Context, Effect, Layer, Option, Ref, Schema } from "effect"
-import { createRemoteJWKSet, customFetch, errors, jwtVerify } from "jose"
 import { AppConfig } from "../config.ts"
 import { NotConfigured, ProviderError, Unauthorized } from "../errors.ts"
 import { HttpClient } from "../ports/HttpClient.ts"
+import { loadOnce } from "../shared/load-once.ts"
 
 /** What the rest of the service learns about a Google user. */
 export interface GoogleProfile {
@@ -44,17 +44,21 @@ const Profile = Schema.Struct({
   name: Schema.optional(Schema.String),
 })
 
+/** jose, loaded with the first token checked (a server without Google sign-in never needs it). */
+const jose = loadOnce(() => import("jose"))
+
 /** jose failures that are the token's fault (401); anything else is Google or the network (502). */
-const TOKEN_ERRORS = new Set<string>([
-  errors.JWSInvalid.code,
-  errors.JWTInvalid.code,
-  errors.JWTClaimValidationFailed.code,
-  errors.JWSSignatureVerificationFailed.code,
-  errors.JOSEAlgNotAllowed.code,
-  errors.JOSENotSupported.code,
-  errors.JWKSNoMatchingKey.code,
-  errors.JWKSMultipleMatchingKeys.code,
-])
+const tokenErrors = ({ errors }: typeof import("jose")) =>
+  new Set<string>([
+    errors.JWSInvalid.code,
+    errors.JWTInvalid.code,
+    errors.JWTClaimValidationFailed.code,
+    errors.JWSSignatureVerificationFailed.code,
+    errors.JOSEAlgNotAllowed.code,
+    errors.JOSENotSupported.code,
+    errors.JWKSNoMatchingKey.code,
+    errors.JWKSMultipleMatchingKeys.code,
+  ])
 
 export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdentityShape>()("app/GoogleIdentity") {
   static readonly layer = Layer.effect(
@@ -64,27 +68,34 @@ export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdenti
       const http = yield* HttpClient
       const invalid = new Unauthorized({ message: "invalid Google id_token" })
       const unavailable = (detail: string) => new ProviderError({ message: "Google's signing keys could not be fetched", detail })
-      const judge = (e: unknown): Unauthorized | ProviderError =>
-        e instanceof errors.JWTExpired
-          ? new Unauthorized({ message: "the Google id_token has expired" })
-          : e instanceof errors.JOSEError && TOKEN_ERRORS.has(e.code)
-          ? invalid
-          : unavailable(String(e))
 
       // jose keeps the keys; its own expiry reads the wall clock, so it is switched off and the
       // age is kept here on Effect's Clock (TestClock drives it in tests). The unknown-kid
       // cooldown stays on the wall clock: it limits how often Google is asked, in real time.
-      const jwks = URL.canParse(config.googleJwksUrl)
-        ? createRemoteJWKSet(new URL(config.googleJwksUrl), {
-          [customFetch]: http.fetch,
-          cacheMaxAge: Number.POSITIVE_INFINITY,
-          cooldownDuration: UNKNOWN_KID_COOLDOWN_MS,
-          timeoutDuration: FETCH_TIMEOUT_MS,
+      const verifier = loadOnce(() =>
+        jose().then((j) => {
+          const known = tokenErrors(j)
+          const judge = (e: unknown): Unauthorized | ProviderError =>
+            e instanceof j.errors.JWTExpired
+              ? new Unauthorized({ message: "the Google id_token has expired" })
+              : e instanceof j.errors.JOSEError && known.has(e.code)
+              ? invalid
+              : unavailable(String(e))
+          const jwks = URL.canParse(config.googleJwksUrl)
+            ? j.createRemoteJWKSet(new URL(config.googleJwksUrl), {
+              [j.customFetch]: http.fetch,
+              cacheMaxAge: Number.POSITIVE_INFINITY,
+              cooldownDuration: UNKNOWN_KID_COOLDOWN_MS,
+              timeoutDuration: FETCH_TIMEOUT_MS,
+            })
+            : undefined
+          return { jwtVerify: j.jwtVerify, judge, jwks }
         })
-        : undefined
+      )
       const fetchedAt = yield* Ref.make<number | undefined>(undefined)
 
       const freshKeys = Effect.fn("GoogleIdentity.freshKeys")(function*() {
+        const { jwks } = yield* Effect.tryPromise({ try: verifier, catch: (e) => unavailable(String(e)) })
         if (jwks === undefined) return yield* unavailable("GOOGLE_JWKS_URL is not a URL")
         const now = yield* Clock.currentTimeMillis
         const at = yield* Ref.get(fetchedAt)
@@ -100,6 +111,7 @@ export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdenti
         }
         const clientId = config.googleClientId.value
         const keys = yield* freshKeys()
+        const { jwtVerify, judge } = yield* Effect.tryPromise({ try: verifier, catch: (e) => unavailable(String(e)) })
         const now = yield* Clock.currentTimeMillis
         const { payload } = yield* Effect.tryPromise({
           try: () =>

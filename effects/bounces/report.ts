@@ -6,7 +6,7 @@
  * the return path, a success notice, junk) is unrecognised and changes nothing.
  */
 import { Effect } from "effect"
-import { simpleParser } from "mailparser"
+import { loadOnce } from "../shared/load-once.ts"
 import { smtpStatus } from "../outbound/events.ts"
 import { addressOf, diagnosticOf, type FieldBlock, fieldBlocks } from "./fields.ts"
 import { looksLikeBounce, readTextBounce } from "./text.ts"
@@ -57,15 +57,20 @@ const recipientStatus = (block: FieldBlock): RecipientStatus => {
 
 const isRecipientBlock = (b: FieldBlock) => b.has("final-recipient") || b.has("action") || b.has("status")
 
+/** Loaded with the first report read: see ../shared/load-once.ts. */
+const mailparser = loadOnce(() => import("mailparser"))
+
 const parse = (raw: Uint8Array) =>
   Effect.tryPromise(() =>
-    simpleParser(Buffer.from(raw), {
-      // message/delivery-status stays a part of its own instead of being folded into the text.
-      keepDeliveryStatus: true,
-      skipHtmlToText: true,
-      skipTextToHtml: true,
-      skipImageLinks: true,
-    } as Parameters<typeof simpleParser>[1])
+    mailparser().then(({ simpleParser }) =>
+      simpleParser(Buffer.from(raw), {
+        // message/delivery-status stays a part of its own instead of being folded into the text.
+        keepDeliveryStatus: true,
+        skipHtmlToText: true,
+        skipTextToHtml: true,
+        skipImageLinks: true,
+      } as Parameters<typeof simpleParser>[1])
+    )
   )
 
 /** Reads `raw` (the whole message as received) into a report. Never fails. */

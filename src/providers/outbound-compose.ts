@@ -9,8 +9,9 @@
  * header), over the transport's pooled connections.
  */
 import { type Duration, Effect, Option } from "effect"
-import nodemailer, { type NodemailerError, type SendMailOptions } from "nodemailer"
+import type { NodemailerError, SendMailOptions } from "nodemailer"
 import { ProviderError } from "../../effects/errors.ts"
+import { loadOnce } from "../../effects/shared/load-once.ts"
 import type { DispatchResult, MailAddress, OutboundDispatch, RecipientVerdict } from "../../effects/ports/OutboundMailer.ts"
 import { RELAY_DEADLINE, sendWithin } from "./platform-mailer.ts"
 
@@ -30,13 +31,16 @@ export const mailOptions = (d: OutboundDispatch): SendMailOptions => ({
   ...(Option.isSome(d.dkim) ? { dkim: { ...d.dkim.value } } : {}),
 })
 
-// Composition only (no connection): nodemailer's stream transport renders and DKIM-signs.
-const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" })
+// Composition only (no connection): nodemailer's stream transport renders and DKIM-signs. Made
+// with the first message composed (see effects/shared/load-once.ts).
+const composer = loadOnce(() =>
+  import("nodemailer").then(({ default: nodemailer }) => nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" }))
+)
 
 /** The message as it goes out to every recipient. */
 export const compose = (d: OutboundDispatch): Effect.Effect<Buffer, ProviderError> =>
   Effect.tryPromise({
-    try: () => composer.sendMail(mailOptions(d)).then((info) => info.message as Buffer),
+    try: () => composer().then((c) => c.sendMail(mailOptions(d))).then((info) => info.message as Buffer),
     catch: (e) => new ProviderError({ message: "the message could not be composed", detail: String(e) }),
   })
 

@@ -4,7 +4,7 @@
  * verification link without any mail setup.
  */
 import { Duration, Effect, Layer } from "effect"
-import nodemailer, { type SendMailOptions } from "nodemailer"
+import type { SendMailOptions } from "nodemailer"
 import type SMTPTransport from "nodemailer/lib/smtp-transport"
 import { ProviderError } from "../../effects/errors.ts"
 import { MAX_RESPONSE_BYTES } from "../../effects/ports/HttpClient.ts"
@@ -17,7 +17,8 @@ import { type PlatformMail, PlatformMailer } from "../../effects/ports/PlatformM
  */
 export const relayTransport = (url: string, options: { readonly pool?: boolean; readonly maxConnections?: number } = {}) =>
   Effect.acquireRelease(
-    Effect.sync(() =>
+    // nodemailer is loaded here, not when this module is: the embedded defaults never relay.
+    Effect.promise(() => import("nodemailer")).pipe(Effect.map(({ default: nodemailer }) =>
       nodemailer.createTransport({
         url,
         dnsTimeout: 10_000,
@@ -28,7 +29,7 @@ export const relayTransport = (url: string, options: { readonly pool?: boolean; 
         maxResponseSize: MAX_RESPONSE_BYTES,
         ...options,
       } as SMTPTransport.Options)
-    ),
+    )),
     (t) => Effect.sync(() => t.close()),
   )
 
