@@ -1,10 +1,12 @@
 /** The V8 flags src/process.ts re-executes with, by engine (why: see there and bench/REPORT.md). */
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
 import { engineFlags, flagsToAdd } from "../../src/process.ts"
 
 describe("engineFlags", () => {
-  it("keeps PGlite lean (small young generation, WebAssembly never tiered up) and gives a PostgreSQL deployment room for the requests in flight", () => {
-    const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+  it("keeps PGlite lean (small young generation, WebAssembly never tiered up, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight", () => {
+    const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=100"]
     expect(engineFlags(undefined)).toEqual(pglite)
     expect(engineFlags("")).toEqual(pglite)
     expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=8"])
@@ -12,10 +14,17 @@ describe("engineFlags", () => {
 
   it("leaves alone a flag the operator gave, in either polarity and spelling", () => {
     expect(flagsToAdd([], undefined)).toEqual(engineFlags(undefined))
-    expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering"])
-    expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up"], undefined)).toEqual(["--max-semi-space-size=4"])
+    expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering", "--heap-growing-percent=100"])
+    expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "--heap_growing_percent=0"], undefined)).toEqual(["--max-semi-space-size=4"])
     expect(flagsToAdd(["--max-semi-space-size=8", "src/main.ts", ""], "postgres://db/mail")).toEqual([])
     // A similar-looking flag is another flag.
     expect(flagsToAdd(["--wasm-tier-up-filter=3"], undefined)).toEqual(engineFlags(undefined))
+  })
+
+  it("are flags this Node's V8 knows: a process started with them runs and says nothing about them", async () => {
+    for (const url of [undefined, "postgres://db.internal/mail"]) {
+      const { stdout, stderr } = await promisify(execFile)(process.execPath, [...engineFlags(url), "-e", "process.stdout.write('ok')"])
+      expect({ stdout, stderr }).toEqual({ stdout: "ok", stderr: "" })
+    }
   })
 })
