@@ -5,25 +5,11 @@
  * memory, which on PGlite must stay within 250 MB (issue 11, bench/REPORT.md). This fails when an
  * import brings one of them back into the modules that src/main.ts loads to start.
  */
-import { execFile } from "node:child_process"
-import * as path from "node:path"
-import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
+import { moduleGraph } from "../support/module-graph.ts"
 
-const root = path.join(path.dirname(new URL(import.meta.url).pathname), "../..")
-
-/** Every module a fresh Node process resolves importing what src/main.ts imports to serve. */
-const startGraph = async (): Promise<Array<string>> => {
-  const script = `
-    import { registerHooks } from "node:module"
-    const seen = []
-    registerHooks({ resolve(s, c, next) { const r = next(s, c); seen.push(r.url); return r } })
-    for (const m of ["src/process.ts", "src/config.ts", "src/logger.ts", "src/runtime.ts"]) await import(${JSON.stringify(root)} + "/" + m)
-    process.stdout.write(JSON.stringify(seen))
-  `
-  const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { cwd: root })
-  return JSON.parse(stdout) as Array<string>
-}
+/** Every module resolved importing what src/main.ts imports to serve. */
+const startGraph = () => moduleGraph(["src/process.ts", "src/config.ts", "src/logger.ts", "src/runtime.ts"])
 
 describe("the modules loaded to start the service", () => {
   it("hold neither mail parsing, authentication and composition, nor jose or the OpenAI client", async () => {
