@@ -60,6 +60,13 @@ const tokenErrors = ({ errors }: typeof import("jose")) =>
     errors.JWKSMultipleMatchingKeys.code,
   ])
 
+/** jose's pieces, once loaded: the check, how its failures read, Google's key set (none without a valid GOOGLE_JWKS_URL). */
+interface Verifier {
+  readonly jwtVerify: typeof import("jose").jwtVerify
+  readonly judge: (e: unknown) => Unauthorized | ProviderError
+  readonly jwks: ReturnType<typeof import("jose").createRemoteJWKSet> | undefined
+}
+
 export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdentityShape>()("app/GoogleIdentity") {
   static readonly layer = Layer.effect(
     GoogleIdentity,
@@ -72,7 +79,7 @@ export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdenti
       // jose keeps the keys; its own expiry reads the wall clock, so it is switched off and the
       // age is kept here on Effect's Clock (TestClock drives it in tests). The unknown-kid
       // cooldown stays on the wall clock: it limits how often Google is asked, in real time.
-      const verifier = loadOnce(() =>
+      const verifier = loadOnce((): Promise<Verifier> =>
         jose().then((j) => {
           const known = tokenErrors(j)
           const judge = (e: unknown): Unauthorized | ProviderError =>
@@ -94,8 +101,7 @@ export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdenti
       )
       const fetchedAt = yield* Ref.make<number | undefined>(undefined)
 
-      const freshKeys = Effect.fn("GoogleIdentity.freshKeys")(function*() {
-        const { jwks } = yield* Effect.tryPromise({ try: verifier, catch: (e) => unavailable(String(e)) })
+      const freshKeys = Effect.fn("GoogleIdentity.freshKeys")(function*(jwks: Verifier["jwks"]) {
         if (jwks === undefined) return yield* unavailable("GOOGLE_JWKS_URL is not a URL")
         const now = yield* Clock.currentTimeMillis
         const at = yield* Ref.get(fetchedAt)
@@ -110,8 +116,8 @@ export class GoogleIdentity extends Context.Service<GoogleIdentity, GoogleIdenti
           return yield* new NotConfigured({ message: "Google sign-in is not configured on this server" })
         }
         const clientId = config.googleClientId.value
-        const keys = yield* freshKeys()
-        const { jwtVerify, judge } = yield* Effect.tryPromise({ try: verifier, catch: (e) => unavailable(String(e)) })
+        const { jwtVerify, judge, jwks } = yield* Effect.tryPromise({ try: verifier, catch: (e) => unavailable(String(e)) })
+        const keys = yield* freshKeys(jwks)
         const now = yield* Clock.currentTimeMillis
         const { payload } = yield* Effect.tryPromise({
           try: () =>

@@ -9,6 +9,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
+import { loadOnce } from "../shared/load-once.ts"
 import { MalformedMessage } from "./parse.ts"
 import type { Authenticated } from "./authenticate.ts"
 import type { PreparedMessage, PrepareJob } from "./prepare.ts"
@@ -38,16 +39,13 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
       // mailauth and mailparser's preparing code are ~20–40 MB resident, which a process that
       // takes no mail (or takes it on prepare threads) never needs; on PGlite that is the
       // difference between ~230 and ~250 MiB idle.
-      let loaded: Promise<(job: PrepareJob) => Promise<PreparedMessage>> | undefined
-      const load = () =>
-        (loaded ??= Promise.all([import("./prepare.ts"), import("./verdicts.ts")]).then(([{ prepareMessage }, { makeVerdictMemo }]) => {
+      // A failed load is tried again with the next message (this one's sender gets a 451 and retries).
+      const load = loadOnce(() =>
+        Promise.all([import("./prepare.ts"), import("./verdicts.ts")]).then(([{ prepareMessage }, { makeVerdictMemo }]) => {
           const verdicts = makeVerdictMemo<Authenticated>()
           return (job: PrepareJob) => prepareMessage(job, resolver, verdicts)
-        }, (e) => {
-          // Tried again with the next message (the sender of this one gets a 451 and retries).
-          loaded = undefined
-          throw e
-        }))
+        })
+      )
       return MessagePreparer.of({
         prepare: (job) =>
           Effect.tryPromise({ try: () => load().then((prepare) => prepare(job)), catch: (e) => e }).pipe(
