@@ -1,21 +1,34 @@
 /**
  * PostgreSQL server through the `postgres` client, used when DATABASE_URL is set.
  *
- * Pool size: bench/REPORT.md ("HTTP API (issue 11)") measured postgres@3.4's pool on this
- * machine: with 50 concurrent requests, 10–16 connections that pipeline statements beat 64
- * connections by ~1.5x (the server runs on the same two cores; every extra backend competes for
- * them), and throughput held over five rounds with the queues' scans bounded by the pool size
- * (the decay STACK-NOTES.md describes did not reproduce). Several processes (WEB_CONCURRENCY)
- * each open their own pool: keep `max` × processes under the server's max_connections.
+ * Statements outside transactions run on a few **lanes**: connections of their own that pipeline
+ * (./statement-lanes.ts). postgres.js writes what a lane was given in one tick with one socket
+ * write, and the server answers in one read; one statement per connection cost a loopback write
+ * and read per statement, ~30 % of the event loop's time on GET /api/inbound/messages/{id}.
+ * Two lanes against sixteen pooled connections, same run: ~1.8× the requests/s at ~60 % of the
+ * CPU per request (bench/REPORT.md, 2026-11-26). A lane whose oldest statement has run too long
+ * takes nothing new, and when no lane may take a statement it goes to the pool, one per
+ * connection, as before.
+ *
+ * The pool (`max` less the lanes) serves transactions and the lanes' overflow. bench/REPORT.md
+ * ("HTTP API (issue 11)") measured postgres@3.4's pool on this machine: with 50 concurrent
+ * requests, 10–16 connections beat 64 by ~1.5x (the server runs on the same two cores; every
+ * extra backend competes for them). Several processes (WEB_CONCURRENCY) each open their own:
+ * keep `max` × processes under the server's max_connections.
  */
 import postgres from "postgres"
 import type { ByteaParameter, Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource } from "./connection.ts"
+import { statementLanes } from "./statement-lanes.ts"
 
 export interface PostgresOptions {
   readonly url: string
-  /** Connections (default 16). */
+  /** Connections in all, lanes included (default 16). */
   readonly max?: number
+  /** Of those, lanes for statements outside transactions (default 2 when `max` ≥ 4, else 0). */
+  readonly lanes?: number
+  /** A lane whose oldest statement has run this long takes nothing new (ms; ./statement-lanes.ts). */
+  readonly laneStallMs?: number
   /** Schema to work in (tests isolate each run in its own). */
   readonly searchPath?: string
 }
@@ -121,8 +134,9 @@ const byteaAsBase64 = (n: number, bytes: Uint8Array): ByteaParameter => ({
 
 export const openPostgres = (options: PostgresOptions): { source: ConnectionSource; close: () => Promise<void> } => {
   const max = options.max ?? 16
-  const sql = postgres(options.url, {
-    max,
+  const laneCount = Math.max(0, Math.min(options.lanes ?? (max >= 4 ? 2 : 0), max - 1))
+  const client = (connections: number) => postgres(options.url, {
+    max: connections,
     onnotice: () => undefined,
     ...(options.searchPath ? { connection: { search_path: options.searchPath } } : {}),
     types: {
@@ -140,20 +154,27 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
       bytea: { to: 17, from: [17], serialize: (v: unknown) => `\\x${bytesView(v).toString("hex")}`, parse: (v: string) => Buffer.from(v.slice(2), "hex") },
     },
   })
+  const poolSize = max - laneCount
+  const sql = client(poolSize)
   const prepare = preparedTexts()
   // Statements on the pool wait here rather than queue inside postgres.js (see `admission`);
   // a reserved connection (a transaction) is its own and runs its statements directly.
-  const admit = admission(max)
+  const admit = admission(poolSize)
   const run = (q: { unsafe: typeof sql.unsafe }) => async (text: string, params?: ReadonlyArray<unknown>) =>
     Array.from(
       await (params && params.length > 0
         ? q.unsafe(text, params as Array<never>, { prepare: prepare(text) })
         : q.unsafe(text)),
     ) as Array<Row>
+  // Each lane is a client of one connection: postgres.js pipelines onto its only connection, and
+  // with one connection its queues never keep the holes that make a larger pool decay.
+  const laneClients = Array.from({ length: laneCount }, () => client(1))
+  const lanes = statementLanes(laneClients.map((c) => run(c)), { stallMs: options.laneStallMs })
+  const onPool = (text: string, params?: ReadonlyArray<unknown>) => admit.run(() => run(sql)(text, params))
   const source: ConnectionSource = {
     dialect: "postgres",
     bytea: byteaAsBase64,
-    query: (text, params) => admit.run(() => run(sql)(text, params)),
+    query: (text, params) => lanes.run(text, params) ?? onPool(text, params),
     exec: (script) => admit.run(async () => void (await sql.unsafe(script))),
     reserve: async () => {
       const reserved = await sql.reserve()
@@ -167,5 +188,5 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
       }
     },
   }
-  return { source, close: () => sql.end({ timeout: 5 }) }
+  return { source, close: async () => void (await Promise.all([sql, ...laneClients].map((c) => c.end({ timeout: 5 })))) }
 }
