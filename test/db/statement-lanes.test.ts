@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest"
 import { statementLanes } from "../../src/db/statement-lanes.ts"
 
 /** `n` lanes whose statements settle when the test says; `ran[i]` lists lane i's statements. */
-const harness = (n: number, options: { stallMs?: number; depth?: number } = {}) => {
+const harness = (n: number, options: { stallMs?: number; depth?: number; queueMs?: number } = {}) => {
   let clock = 0
   const ran: Array<Array<string>> = Array.from({ length: n }, () => [])
   const pending = new Map<string, { ok: () => void; fail: (e: Error) => void }>()
@@ -77,6 +77,24 @@ describe("statement lanes", () => {
     const runs = ["a", "b", "c", "d", "e"].map((s) => h.lanes.run(s))
     expect(runs.map((r) => r === undefined)).toEqual([false, false, false, false, true])
     expect(h.lanes.inFlight()).toEqual([2, 2])
+  })
+
+  it("queues on a lane only as much as it gets through in queueMs at its recent pace", async () => {
+    const h = harness(1, { queueMs: 4, stallMs: 1_000 })
+    h.lanes.run("slow")
+    h.advance(5)
+    await h.finish("slow")
+    // 5 ms a statement: an empty lane takes one, but not a second behind it.
+    h.lanes.run("a")
+    expect(h.lanes.run("b")).toBeUndefined()
+    await h.finish("a")
+    // Statements that take no time bring the pace down (a moving average): then it takes many.
+    for (let i = 0; i < 20; i++) {
+      h.lanes.run(`f${i}`)
+      await h.finish(`f${i}`)
+    }
+    const taken = Array.from({ length: 10 }, (_, i) => h.lanes.run(`g${i}`)).filter((r) => r !== undefined)
+    expect(taken.length).toBe(10)
   })
 
   it("passes a statement's error on and counts it as done", async () => {
