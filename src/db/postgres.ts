@@ -19,7 +19,7 @@
 import postgres from "postgres"
 import type { ByteaParameter, Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource } from "./connection.ts"
-import { statementLanes } from "./statement-lanes.ts"
+import { type LaneOptions, statementLanes } from "./statement-lanes.ts"
 
 export interface PostgresOptions {
   readonly url: string
@@ -27,8 +27,8 @@ export interface PostgresOptions {
   readonly max?: number
   /** Of those, lanes for statements outside transactions (default 2 when `max` ≥ 4, else 0). */
   readonly lanes?: number
-  /** A lane whose oldest statement has run this long takes nothing new (ms; ./statement-lanes.ts). */
-  readonly laneStallMs?: number
+  /** How the lanes choose (./statement-lanes.ts; tests pin them). */
+  readonly laneOptions?: LaneOptions
   /** Schema to work in (tests isolate each run in its own). */
   readonly searchPath?: string
 }
@@ -169,7 +169,7 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
   // Each lane is a client of one connection: postgres.js pipelines onto its only connection, and
   // with one connection its queues never keep the holes that make a larger pool decay.
   const laneClients = Array.from({ length: laneCount }, () => client(1))
-  const lanes = statementLanes(laneClients.map((c) => run(c)), { stallMs: options.laneStallMs })
+  const lanes = statementLanes(laneClients.map((c) => run(c)), options.laneOptions)
   const onPool = (text: string, params?: ReadonlyArray<unknown>) => admit.run(() => run(sql)(text, params))
   const source: ConnectionSource = {
     dialect: "postgres",

@@ -12,7 +12,7 @@ const pidOf = async (source: ReturnType<typeof openPostgres>["source"]) =>
 
 describe.skipIf(!onPostgres)("statement lanes on PostgreSQL", () => {
   it("runs concurrent statements on the lanes' connections only", async () => {
-    const db = openPostgres({ url: testDatabaseUrl!, max: 6, lanes: 2, laneStallMs: 60_000 })
+    const db = openPostgres({ url: testDatabaseUrl!, max: 6, lanes: 2, laneOptions: { stallMs: 60_000, queueMs: 60_000 } })
     try {
       // Two at once: one per lane (each connects on its first statement).
       const lanePids = new Set(await Promise.all([pidOf(db.source), pidOf(db.source)]))
@@ -30,7 +30,7 @@ describe.skipIf(!onPostgres)("statement lanes on PostgreSQL", () => {
   })
 
   it("sends statements to the pool while a lane's oldest statement is slow", async () => {
-    const db = openPostgres({ url: testDatabaseUrl!, max: 4, lanes: 1, laneStallMs: 50 })
+    const db = openPostgres({ url: testDatabaseUrl!, max: 4, lanes: 1, laneOptions: { stallMs: 50, queueMs: 60_000 } })
     try {
       const lanePid = await pidOf(db.source)
       const done: Array<string> = []
