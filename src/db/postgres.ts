@@ -5,10 +5,10 @@
  * (./statement-lanes.ts). postgres.js writes what a lane was given in one tick with one socket
  * write, and the server answers in one read; one statement per connection cost a loopback write
  * and read per statement, ~30 % of the event loop's time on GET /api/inbound/messages/{id}.
- * Two lanes against sixteen pooled connections, same run: ~1.8× the requests/s at ~60 % of the
- * CPU per request (bench/REPORT.md, 2026-11-26). A lane whose oldest statement has run too long
- * takes nothing new, and when no lane may take a statement it goes to the pool, one per
- * connection, as before.
+ * Two lanes against sixteen pooled connections, same run: ~2× the requests/s at ~60 % of the
+ * CPU per request (bench/REPORT.md, 2026-11-26). A lane takes a statement only while what it
+ * holds is a few ms of work at its recent pace and its oldest has not run long; otherwise the
+ * statement goes to the pool, one per connection, as before (slow statements side by side).
  *
  * The pool (`max` less the lanes) serves transactions and the lanes' overflow. bench/REPORT.md
  * ("HTTP API (issue 11)") measured postgres@3.4's pool on this machine: with 50 concurrent
