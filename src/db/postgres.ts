@@ -18,6 +18,7 @@
  */
 import postgres from "postgres"
 import type { ByteaParameter, Row } from "../../effects/ports/Database.ts"
+import { fifo } from "../../effects/shared/fifo.ts"
 import type { ConnectionSource } from "./connection.ts"
 import { type LaneOptions, statementLanes } from "./statement-lanes.ts"
 
@@ -70,27 +71,17 @@ const preparedTexts = (max = MAX_PREPARED_TEXTS) => {
 export const admission = (max: number) => {
   let running = 0
   let held = 0
-  let waiting: Array<(() => void) | undefined> = []
-  let head = 0
+  const waiting = fifo<() => void>()
   const pump = () => {
-    while (head < waiting.length && running + held < max) {
-      const next = waiting[head]!
-      waiting[head++] = undefined
+    while (waiting.size() > 0 && running + held < max) {
       running++
-      next()
-    }
-    if (head === waiting.length) {
-      waiting = []
-      head = 0
-    } else if (head >= 1024 && head * 2 >= waiting.length) {
-      waiting = waiting.slice(head)
-      head = 0
+      waiting.shift()!()
     }
   }
   return {
     run: async <A>(call: () => Promise<A>): Promise<A> => {
-      if (head === waiting.length && running + held < max) running++
-      else await new Promise<void>((resolve) => void waiting.push(resolve))
+      if (waiting.size() === 0 && running + held < max) running++
+      else await new Promise<void>((resolve) => waiting.push(resolve))
       try {
         return await call()
       } finally {
@@ -110,7 +101,7 @@ export const admission = (max: number) => {
       }
     },
     /** Statements running and waiting (tests). */
-    state: () => ({ running, held, waiting: waiting.length - head }),
+    state: () => ({ running, held, waiting: waiting.size() }),
   }
 }
 

@@ -13,6 +13,7 @@
  * one statement per connection): a slow statement delays at most what reached its lane before it
  * was seen to stall.
  */
+import { type Fifo, fifo } from "../../effects/shared/fifo.ts"
 
 export interface LaneOptions {
   /** A lane whose oldest statement has run this long takes nothing new (ms). */
@@ -54,8 +55,7 @@ const PACE_WEIGHT = 0.2
 interface Lane<A> {
   readonly run: (text: string, params?: ReadonlyArray<unknown>) => Promise<A>
   /** When each statement in flight started, oldest first (a connection answers in order). */
-  starts: Array<number>
-  head: number
+  readonly starts: Fifo<number>
   /** The lane's recent time per statement (ms, a moving average; -1 before the first), and when its last one ended. */
   pace: number
   lastDone: number
@@ -69,24 +69,15 @@ export const statementLanes = <A>(
   const depth = options.depth ?? DEPTH
   const now = options.now ?? (() => performance.now())
   const queueMs = options.queueMs ?? QUEUE_MS
-  const lanes: Array<Lane<A>> = runners.map((run) => ({ run, starts: [], head: 0, pace: -1, lastDone: 0 }))
-  const count = (l: Lane<A>) => l.starts.length - l.head
+  const lanes: Array<Lane<A>> = runners.map((run) => ({ run, starts: fifo<number>(), pace: -1, lastDone: 0 }))
+  const count = (l: Lane<A>) => l.starts.size()
 
   const finished = (l: Lane<A>) => {
     // A statement's own time: from its start, or from the end of the one before it if that was later.
     const t = now()
-    const took = t - Math.max(l.starts[l.head]!, l.lastDone)
+    const took = t - Math.max(l.starts.shift()!, l.lastDone)
     l.pace = l.pace < 0 ? took : l.pace + PACE_WEIGHT * (took - l.pace)
     l.lastDone = t
-    l.head++
-    if (l.head === l.starts.length) {
-      l.starts = []
-      l.head = 0
-    } else if (l.head >= 1024 && l.head * 2 >= l.starts.length) {
-      // A lane under steady load may never drain: drop what is done now and then.
-      l.starts = l.starts.slice(l.head)
-      l.head = 0
-    }
   }
 
   return {
@@ -96,7 +87,7 @@ export const statementLanes = <A>(
       let best: Lane<A> | undefined
       for (const l of lanes) {
         const n = count(l)
-        if (n > 0 && (n >= depth || t - l.starts[l.head]! >= stallMs || n * l.pace >= queueMs)) continue
+        if (n > 0 && (n >= depth || t - l.starts.peek()! >= stallMs || n * l.pace >= queueMs)) continue
         if (!best || n < count(best)) best = l
       }
       if (!best) return undefined
