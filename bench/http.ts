@@ -35,7 +35,7 @@ import { loadSettings } from "../src/config.ts"
 import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
 import { freePort } from "../test/support/free-port.ts"
-import { peakRssMiB, run, waitUntil } from "./mx-support.ts"
+import { cpuSeconds, peakRssMiB, rssMiB, run, waitUntil } from "./mx-support.ts"
 
 type Engine = "pglite" | "postgres"
 const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>
@@ -49,19 +49,6 @@ const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<
 const execFileAsync = promisify(execFile)
 const NODE_FLAGS = process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []
 const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
-
-const rssMiB = (pid: number): number =>
-  Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024)
-
-/** RSS of a process and its children (WEB_CONCURRENCY forks workers). */
-const treeRssMiB = (pid: number): number => {
-  let total = rssMiB(pid)
-  const children = fs.existsSync(`/proc/${pid}/task/${pid}/children`)
-    ? fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean)
-    : []
-  for (const c of children) total += treeRssMiB(Number(c))
-  return total
-}
 
 interface Seeded {
   readonly key: string
@@ -138,24 +125,13 @@ interface WrkResult {
 
 const ms = (v: string, unit: string) => Number(v) * ({ us: 0.001, ms: 1, s: 1000, m: 60_000 }[unit] ?? NaN)
 
-/** utime + stime of a process and its children so far, in ms (clock ticks are 10 ms here). */
-const cpuMs = (pid: number): number => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-  let total = (Number(fields[11]) + Number(fields[12])) * 10
-  const children = fs.existsSync(`/proc/${pid}/task/${pid}/children`)
-    ? fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean)
-    : []
-  for (const c of children) total += cpuMs(Number(c))
-  return total
-}
-
 /**
  * Asynchronous on purpose: while wrk runs, this process keeps draining the service's log pipe, as
  * a log collector would. (A synchronous wrk left the pipe full for the whole round: the service's
  * access-log lines piled up in its bounded buffer, tens of MB of live strings, and were dropped.)
  */
 const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Promise<WrkResult> => {
-  const cpuBefore = cpuMs(pid)
+  const cpuBefore = cpuSeconds(pid) * 1000
   const { stdout: out } = await execFileAsync("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
   const lat = (p: string) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, "m").exec(out)
@@ -165,7 +141,7 @@ const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Pr
   const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)
   return {
     rps: Math.round(Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0)),
-    cpu_us: requests ? Math.round(((cpuMs(pid) - cpuBefore) * 1000) / requests) : NaN,
+    cpu_us: requests ? Math.round(((cpuSeconds(pid) * 1000 - cpuBefore) * 1000) / requests) : NaN,
     p50: lat("50"),
     p99: lat("99"),
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
@@ -209,7 +185,7 @@ const benchEngine = async (engine: Engine) => {
     const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG_FILE)
     // Logs go to a pipe the benchmark drains, as they would to a collector.
     await new Promise((r) => setTimeout(r, 3000))
-    const idleRss = treeRssMiB(service.child.pid!)
+    const idleRss = rssMiB(service.child.pid!)
     const peer = await startProc([path.join(root, "bench/http-peer.ts")], {
       PEER_PORT: String(peerPort),
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : { PEER_PGLITE_DIR: peerDir }),
@@ -259,7 +235,7 @@ const benchEngine = async (engine: Engine) => {
         non2xx: rounds.reduce((a, r) => a + r.service.non2xx + r.service.errors, 0),
       })
     }
-    const endRss = treeRssMiB(service.child.pid!)
+    const endRss = rssMiB(service.child.pid!)
     const peakRss = peakRssMiB(service.child.pid!)
     console.log(`## ${engine} summary (medians over rounds); service RSS idle ${idleRss} MiB, after load ${endRss} MiB, peak ${peakRss} MiB`)
     console.table(summary)

@@ -37,22 +37,50 @@ export const waitUntil = async (ok: () => Promise<boolean> | boolean, ms: number
   throw new Error(`timed out waiting for ${what}`)
 }
 
-/** Peak resident set size of a process so far (VmHWM), in MiB. */
-export const peakRssMiB = (pid: number): number => {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
-  return Math.round(Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024)
+/** The pids of a process and all its descendants (WEB_CONCURRENCY forks workers; the primary runs no service). */
+export const processTree = (pid: number): Array<number> => {
+  let children: Array<string> = []
+  try {
+    children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean)
+  } catch { /* gone meanwhile */ }
+  return [pid, ...children.flatMap((c) => processTree(Number(c)))]
+}
+
+/** A `kB` field of /proc/PID/status; 0 once the process is gone. */
+const statusKiB = (pid: number, field: "VmHWM" | "VmRSS"): number => {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0)
+  } catch {
+    return 0
+  }
 }
 
 /**
- * CPU seconds (user + system) a process has used so far, from /proc (clock ticks of 1/100 s).
- * On a shared machine the time a run takes depends on what else runs; the CPU it costs per
- * message much less.
+ * Peak resident set size of a process and its descendants so far (VmHWM), in MiB: for several
+ * processes the sum of their peaks, an upper bound of the tree's peak at any one moment.
  */
-export const cpuSeconds = (pid: number): number => {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return (Number(fields[11]) + Number(fields[12])) / 100
+export const peakRssMiB = (pid: number): number => Math.round(processTree(pid).reduce((n, p) => n + statusKiB(p, "VmHWM"), 0) / 1024)
+
+/** Resident set size of a process and its descendants now, in MiB. */
+export const rssMiB = (pid: number): number => Math.round(processTree(pid).reduce((n, p) => n + statusKiB(p, "VmRSS"), 0) / 1024)
+
+/** CPU seconds (user + system) of one process so far, from /proc (clock ticks of 1/100 s); 0 once it is gone. */
+const ownCpuSeconds = (pid: number): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return 0
+  }
 }
+
+/**
+ * CPU seconds (user + system) a process and its descendants have used so far. On a shared machine
+ * the time a run takes depends on what else runs; the CPU it costs per message much less.
+ */
+export const cpuSeconds = (pid: number): number => processTree(pid).reduce((n, p) => n + ownCpuSeconds(p), 0)
 
 /**
  * CPU seconds of every PostgreSQL server process (the postmaster's children: backends, WAL
@@ -64,8 +92,10 @@ export const postgresCpuSeconds = (): number => {
   for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {
       if (fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "postgres") continue
-      total += cpuSeconds(Number(pid))
-    } catch { /* gone meanwhile */ }
+    } catch {
+      continue // gone meanwhile
+    }
+    total += ownCpuSeconds(Number(pid))
   }
   return total
 }
