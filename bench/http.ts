@@ -131,7 +131,7 @@ const ms = (v: string, unit: string) => Number(v) * ({ us: 0.001, ms: 1, s: 1000
  * access-log lines piled up in its bounded buffer, tens of MB of live strings, and were dropped.)
  */
 const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Promise<WrkResult> => {
-  const cpuBefore = cpuSeconds(pid) * 1000
+  const cpuBefore = cpuSeconds(pid)
   const { stdout: out } = await execFileAsync("wrk", ["-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `x-api-key: ${key}`, url], { encoding: "utf8" })
   const lat = (p: string) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, "m").exec(out)
@@ -141,7 +141,7 @@ const wrk = async (url: string, key: string, pid: number, seconds = SECONDS): Pr
   const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)
   return {
     rps: Math.round(Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0)),
-    cpu_us: requests ? Math.round(((cpuSeconds(pid) * 1000 - cpuBefore) * 1000) / requests) : NaN,
+    cpu_us: requests ? Math.round(((cpuSeconds(pid) - cpuBefore) * 1_000_000) / requests) : NaN,
     p50: lat("50"),
     p99: lat("99"),
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
