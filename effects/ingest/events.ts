@@ -38,6 +38,11 @@ export interface FollowUps {
   readonly stored: (messages: ReadonlyArray<StoredMessage>) => Effect.Effect<Effect.Effect<void>, DbError>
 }
 
+/** What `plan` found: the follow-up work, and whether there is none (no subscriber applies). */
+export interface Plan extends FollowUps {
+  readonly quiet: boolean
+}
+
 /** Where a commit's copies go: the question `plan` asks is about these. */
 export interface Copy {
   readonly addressId: number
@@ -50,7 +55,7 @@ export interface MessageEventsShape extends FollowUps {
    * storing transaction. Ingest asks alongside its storing statement: on PostgreSQL both go out
    * in one round trip. `stored` alone asks first, then queues.
    */
-  readonly plan: (copies: ReadonlyArray<Copy>) => Effect.Effect<FollowUps, DbError>
+  readonly plan: (copies: ReadonlyArray<Copy>) => Effect.Effect<Plan, DbError>
 }
 
 export interface MessageSubscriber extends FollowUps {
@@ -61,11 +66,12 @@ export interface MessageSubscriber extends FollowUps {
 /** The after-commit effect of a subscriber that queued `n` rows. */
 export const wakeIf = (n: number, wake: Effect.Effect<void>): Effect.Effect<void> => (n > 0 ? wake : Effect.void)
 
-const nothing: FollowUps = { stored: () => Effect.succeed(Effect.void) }
+const nothing: Plan = { quiet: true, stored: () => Effect.succeed(Effect.void) }
 
 /** `subscribers` run together: their statements go out at once (they touch different tables). */
-const together = (subscribers: ReadonlyArray<FollowUps>): FollowUps =>
+const together = (subscribers: ReadonlyArray<FollowUps>): Plan =>
   subscribers.length === 0 ? nothing : {
+    quiet: false,
     stored: (ms) =>
       ms.length === 0 ? Effect.succeed(Effect.void) : Effect.map(
         Effect.forEach(subscribers, (s) => s.stored(ms), { concurrency: "unbounded" }),

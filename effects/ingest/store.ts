@@ -4,7 +4,8 @@
  * that locks, admits, stores and charges, sent with the question of which subscribers the batch
  * needs (./events.ts), then each of those once. The call keeps its plans for the session (PGlite
  * plans in WASM, which cost more than the inserts); with the question it is one round trip to a
- * PostgreSQL server.
+ * PostgreSQL server. A batch none of whose addresses has a subscription needs no transaction
+ * around the call: `ingest_batch_alone` (migration 032) is the whole commit in one statement.
  *
  * Inside it, locks are taken in one global order, address rows by id, then wallets by user id,
  * before anything is written; two batches (two instances on one PostgreSQL) touching the same
@@ -76,6 +77,52 @@ export const batchParameters = (batch: ReadonlyArray<Prepared>): [string, Buffer
 const COMMA = Buffer.from(",")
 const TAIL = Buffer.from("]}")
 
+/** What a commit did: one outcome per message, in order, and the balances it left. */
+export interface Committed {
+  readonly outcomes: ReadonlyArray<Outcome>
+  readonly balances: ReadonlyArray<{ readonly userId: number; readonly balance: number }>
+  /** What the subscribers want done once the transaction committed. */
+  readonly afterCommit: Effect.Effect<void>
+  /** No subscriber applied to the batch's addresses (none of its copies has follow-up work). */
+  readonly quiet: boolean
+}
+
+/** The call's answer, read: outcomes per message and the copies stored. */
+const settle = (batch: ReadonlyArray<Prepared>, answer: Answer) => {
+  const mine: Array<Array<StoredMessage>> = batch.map(() => [])
+  const outcomes: Array<Outcome> = mine.map((messages) => ({ _tag: "Stored", messages }))
+  for (const r of answer.refused) {
+    outcomes[r.i] = {
+      _tag: "Refused",
+      error: r.reason === "unknown"
+        ? new UnknownRecipient({ address: batch[r.i]!.destinations[0]?.rcpt ?? "" })
+        : new InsufficientBalance({
+          message: "the account cannot pay for this message",
+          required_tzs: Number(r.required),
+          balance_tzs: Number(r.balance),
+        }),
+    }
+  }
+  const stored: Array<StoredMessage> = answer.stored.map((s) => {
+    const p = batch[s.i]!
+    return {
+      id: Number(s.id),
+      userId: Number(s.user_id),
+      addressId: Number(s.address_id),
+      fromAddr: p.message.fromAddr,
+      toAddr: p.destinations.find((r) => r.addressId === Number(s.address_id))!.rcpt,
+      subject: p.message.subject,
+      textBody: p.message.textBody,
+      receivedAt: p.at,
+    }
+  })
+  answer.stored.forEach((s, k) => mine[s.i]!.push(stored[k]!))
+  const balances = answer.wallets.map((userId, k) => ({ userId: Number(userId), balance: Number(answer.balances[k]) }))
+  return { outcomes, balances, stored }
+}
+
+const answerOf = <A>(value: A | string): A => (typeof value === "string" ? JSON.parse(value) : value)
+
 /**
  * Commits `batch` in the caller's transaction; returns one outcome per message, in order, the
  * balances it left, and what the subscribers want done once the transaction committed.
@@ -86,43 +133,33 @@ export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch
     const blob = db.bytea(2, bytes)
     // Which subscribers the batch may need is asked alongside storing it (one round trip to a
     // PostgreSQL server), for every destination: a superset of the copies that will be stored.
-    const [[row], followUps] = yield* Effect.all([
+    const [[row], plan] = yield* Effect.all([
       db.query<{ answer: Answer | string }>(`SELECT ingest_batch_bytes($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value]),
       events.plan(batch.flatMap((p) => p.destinations)),
     ], { concurrency: "unbounded" })
-    const answer: Answer = typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer
-    const mine: Array<Array<StoredMessage>> = batch.map(() => [])
-    const outcomes: Array<Outcome> = mine.map((messages) => ({ _tag: "Stored", messages }))
-    for (const r of answer.refused) {
-      outcomes[r.i] = {
-        _tag: "Refused",
-        error: r.reason === "unknown"
-          ? new UnknownRecipient({ address: batch[r.i]!.destinations[0]?.rcpt ?? "" })
-          : new InsufficientBalance({
-            message: "the account cannot pay for this message",
-            required_tzs: Number(r.required),
-            balance_tzs: Number(r.balance),
-          }),
-      }
-    }
-    const stored: Array<StoredMessage> = answer.stored.map((s) => {
-      const p = batch[s.i]!
-      return {
-        id: Number(s.id),
-        userId: Number(s.user_id),
-        addressId: Number(s.address_id),
-        fromAddr: p.message.fromAddr,
-        toAddr: p.destinations.find((r) => r.addressId === Number(s.address_id))!.rcpt,
-        subject: p.message.subject,
-        textBody: p.message.textBody,
-        receivedAt: p.at,
-      }
-    })
-    answer.stored.forEach((s, k) => mine[s.i]!.push(stored[k]!))
-    const balances = answer.wallets.map((userId, k) => ({ userId: Number(userId), balance: Number(answer.balances[k]) }))
-    if (stored.length === 0) return { outcomes, balances, afterCommit: Effect.void }
+    const { outcomes, balances, stored } = settle(batch, answerOf(row!.answer))
+    if (stored.length === 0) return { outcomes, balances, afterCommit: Effect.void, quiet: plan.quiet } satisfies Committed
 
     // Follow-up work of the subscriptions that exist (their statements go out together).
-    const afterCommit = yield* followUps.stored(stored)
-    return { outcomes, balances, afterCommit }
+    const afterCommit = yield* plan.stored(stored)
+    return { outcomes, balances, afterCommit, quiet: plan.quiet } satisfies Committed
+  })
+
+/**
+ * Commits `batch` with one statement and no transaction around it (`ingest_batch_alone`,
+ * migration 032), when no subscription applies to its addresses; otherwise writes nothing and
+ * answers undefined, and the batch goes to `commitBatch`. The statement is not interrupted once
+ * sent: its outcome, committed or not, is always the one its senders hear.
+ */
+export const commitAlone = (db: DatabaseShape, batch: ReadonlyArray<Prepared>) =>
+  Effect.gen(function*() {
+    const [json, bytes] = batchParameters(batch)
+    const blob = db.bytea(2, bytes)
+    const [row] = yield* Effect.uninterruptible(
+      db.query<{ answer: Answer | { followups: true } | string }>(`SELECT ingest_batch_alone($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value]),
+    )
+    const answer = answerOf(row!.answer)
+    if ("followups" in answer) return undefined
+    const { outcomes, balances } = settle(batch, answer)
+    return { outcomes, balances, afterCommit: Effect.void, quiet: true } satisfies Committed
   })

@@ -34,6 +34,24 @@ export interface PostgresOptions {
   readonly searchPath?: string
 }
 
+/**
+ * Statements whose parameters are larger than this go to the pool, never a lane: an ingest batch
+ * or a send with attachments is megabytes to write and milliseconds to run, and every statement
+ * pipelined behind it on its lane would wait for both.
+ */
+export const LANE_MAX_PARAMETER_BYTES = 16 * 1024
+
+/** The parameters' size as sent (text length, or bytes), stopping once past LANE_MAX_PARAMETER_BYTES. */
+const bulky = (params?: ReadonlyArray<unknown>): boolean => {
+  if (!params) return false
+  let size = 0
+  for (const p of params) {
+    size += typeof p === "string" ? p.length : ArrayBuffer.isView(p) ? p.byteLength : 0
+    if (size > LANE_MAX_PARAMETER_BYTES) return true
+  }
+  return false
+}
+
 /** Distinct statement texts a process prepares at most; later new texts run unnamed. */
 export const MAX_PREPARED_TEXTS = 1_000
 
@@ -165,7 +183,7 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
   const source: ConnectionSource = {
     dialect: "postgres",
     bytea: byteaAsBase64,
-    query: (text, params) => lanes.run(text, params) ?? onPool(text, params),
+    query: (text, params) => (bulky(params) ? undefined : lanes.run(text, params)) ?? onPool(text, params),
     exec: (script) => admit.run(async () => void (await sql.unsafe(script))),
     reserve: async () => {
       const reserved = await sql.reserve()

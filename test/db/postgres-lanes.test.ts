@@ -4,7 +4,7 @@
  * rest to the pool instead of holding them up, and a lane whose connection dies connects again.
  */
 import { describe, expect, it } from "vitest"
-import { openPostgres } from "../../src/db/postgres.ts"
+import { LANE_MAX_PARAMETER_BYTES, openPostgres } from "../../src/db/postgres.ts"
 import { onPostgres, testDatabaseUrl } from "../support/db.ts"
 
 const pidOf = async (source: ReturnType<typeof openPostgres>["source"]) =>
@@ -24,6 +24,20 @@ describe.skipIf(!onPostgres)("statement lanes on PostgreSQL", () => {
       const txPid = Number((await reserved.connection.query("SELECT pg_backend_pid() AS pid"))[0]!.pid)
       await reserved.release()
       expect(lanePids.has(txPid)).toBe(false)
+    } finally {
+      await db.close()
+    }
+  })
+
+  it("sends a statement with large parameters to the pool, never a lane", async () => {
+    const db = openPostgres({ url: testDatabaseUrl!, max: 4, lanes: 1, laneOptions: { stallMs: 60_000, queueMs: 60_000 } })
+    try {
+      const lanePid = await pidOf(db.source)
+      const small = await db.source.query("SELECT pg_backend_pid() AS pid, length($1::text) AS n", ["x".repeat(LANE_MAX_PARAMETER_BYTES)])
+      expect(Number(small[0]!.pid)).toBe(lanePid)
+      const large = await db.source.query("SELECT pg_backend_pid() AS pid, length($1::text) AS n", ["x".repeat(LANE_MAX_PARAMETER_BYTES + 1)])
+      expect(Number(large[0]!.n)).toBe(LANE_MAX_PARAMETER_BYTES + 1)
+      expect(Number(large[0]!.pid)).not.toBe(lanePid)
     } finally {
       await db.close()
     }

@@ -12,7 +12,7 @@ import type { DNSResolver } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MessageEvents } from "../../effects/ingest/events.ts"
 import { prepareMessage } from "../../effects/ingest/prepare.ts"
-import { commitBatch, type Prepared } from "../../effects/ingest/store.ts"
+import { commitAlone, commitBatch, type Prepared } from "../../effects/ingest/store.ts"
 import { IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
@@ -431,6 +431,83 @@ describe("the writer's batches", () => {
     expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(2)
     expect(await countMessages(app, a.userId)).toBe(4)
     expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
+  })
+})
+
+describe("the writer's one-statement commit", () => {
+  /** What submitting one message to `a` through a writer ran, by first words (BEGIN/COMMIT are the port's own). */
+  const submitted = (a: Awaited<ReturnType<typeof account>>, writer: { submit: (p: Prepared) => Effect.Effect<unknown, unknown> }) =>
+    app.run(Effect.gen(function*() {
+      const p = yield* prepared(plainMessage(), [copyOf(a)])
+      statements.length = 0
+      yield* writer.submit(p).pipe(Effect.orDie)
+      return statements.map((s) => s.split("(")[0]!)
+    }))
+  const deliveries = async (a: Awaited<ReturnType<typeof account>>) =>
+    (await query(app, "SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.address_id = $1", [a.address.id])).length
+
+  it("stores mail to addresses without follow-up work in one statement, and never leaves a subscription's work out", async () => {
+    const a = await account(1000)
+    await app.run(Effect.scoped(Effect.gen(function*() {
+      const writer = yield* makeIngestWriter
+      // Nothing subscribed: the batch is one statement, no transaction and no second question.
+      expect(yield* Effect.promise(() => submitted(a, writer))).toEqual(["SELECT ingest_batch_alone"])
+
+      // A webhook this writer has not heard of (as if made on another instance): the statement
+      // turns the batch away with nothing written, and the transaction stores it with its delivery.
+      const hook = yield* Effect.promise(() =>
+        query<{ id: number }>(app, "INSERT INTO webhooks (user_id, address_id, url, secret_sealed) VALUES ($1, $2, 'https://hooks.example/w', 'x') RETURNING id", [
+          a.userId,
+          a.address.id,
+        ])
+      )
+      expect(yield* Effect.promise(() => submitted(a, writer))).toEqual([
+        "SELECT ingest_batch_alone",
+        "SELECT ingest_batch_bytes",
+        "SELECT t FROM followup_subscriptions",
+        "SELECT queue_webhook_deliveries",
+      ])
+      expect(yield* Effect.promise(() => deliveries(a))).toBe(1)
+      // Known busy now: straight to the transaction.
+      expect((yield* Effect.promise(() => submitted(a, writer)))[0]).toBe("SELECT ingest_batch_bytes")
+      expect(yield* Effect.promise(() => deliveries(a))).toBe(2)
+
+      // The webhook switched off: one more transaction finds nothing to queue, then one statement again.
+      yield* Effect.promise(() => query(app, "UPDATE webhooks SET is_active = false WHERE id = $1", [hook[0]!.id]))
+      expect(yield* Effect.promise(() => submitted(a, writer))).toEqual(["SELECT ingest_batch_bytes", "SELECT t FROM followup_subscriptions"])
+      expect(yield* Effect.promise(() => submitted(a, writer))).toEqual(["SELECT ingest_batch_alone"])
+    })))
+    // Five messages, each stored once and charged once (the turned-away try wrote nothing).
+    expect(await countMessages(app, a.userId)).toBe(5)
+    expect(await balance(app, a.userId)).toBe(1000 - 5 * 5)
+    const ledger = await query<{ n: number }>(app, "SELECT count(*)::int8 AS n FROM ledger_entries WHERE user_id = $1 AND kind = 'debit'", [a.userId])
+    expect(ledger[0]!.n).toBe(5)
+    expect(await deliveries(a)).toBe(2)
+  })
+
+  it("turns a batch away whole, with nothing written, when any of its addresses has follow-up work", async () => {
+    const quiet = await account(1000)
+    const hooked = await account(1000)
+    await query(app, "INSERT INTO event_endpoints (user_id, url, secret_sealed, events) VALUES ($1, 'https://hooks.example/e', 'x', '[\"inbound.message_received\"]')", [
+      hooked.userId,
+    ])
+    const [alone, other] = await app.run(Effect.gen(function*() {
+      const db = yield* Database
+      const batch = yield* Effect.forEach([quiet, hooked, quiet], (x, i) => prepared(plainMessage({ subject: `t${i}` }), [copyOf(x)]))
+      const alone = yield* commitAlone(db, batch)
+      const counts = [yield* Effect.promise(() => countMessages(app, quiet.userId)), yield* Effect.promise(() => balance(app, quiet.userId))]
+      const alone2 = yield* commitAlone(db, [batch[0]!, batch[2]!])
+      return [{ alone, counts }, alone2] as const
+    }))
+    expect(alone.alone).toBeUndefined()
+    expect(alone.counts).toEqual([0, 1000])
+    // Without the hooked address's message the same two go in one statement.
+    expect(other?.outcomes.map((o) => o._tag)).toEqual(["Stored", "Stored"])
+    expect(other?.quiet).toBe(true)
+    expect(await countMessages(app, quiet.userId)).toBe(2)
+    expect(await countMessages(app, hooked.userId)).toBe(0)
+    expect(await balance(app, quiet.userId)).toBe(1000 - 2 * 5)
+    expect(await balance(app, hooked.userId)).toBe(1000)
   })
 })
 
