@@ -22,7 +22,10 @@ export const busyAddresses = () => {
     /** What committing the batch found out about its addresses' subscriptions. */
     learn: (batch: ReadonlyArray<Prepared>, quiet: boolean) => {
       for (const p of batch) {
-        for (const d of p.destinations) quiet ? busy.delete(d.addressId) : busy.add(d.addressId)
+        for (const d of p.destinations) {
+          if (quiet) busy.delete(d.addressId)
+          else busy.add(d.addressId)
+        }
       }
       if (busy.size > MAX_BUSY_ADDRESSES) busy.clear()
     },
