@@ -123,21 +123,26 @@ const settle = (batch: ReadonlyArray<Prepared>, answer: Answer) => {
 
 const answerOf = <A>(value: A | string): A => (typeof value === "string" ? JSON.parse(value) : value)
 
+/** `SELECT <fn>(batch, blob) AS answer` with the batch's two parameters, as the adapter sends bytes best. */
+const batchCall = (db: DatabaseShape, fn: "ingest_batch_bytes" | "ingest_batch_alone", batch: ReadonlyArray<Prepared>) => {
+  const [json, bytes] = batchParameters(batch)
+  const blob = db.bytea(2, bytes)
+  return db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
+}
+
 /**
  * Commits `batch` in the caller's transaction; returns one outcome per message, in order, the
  * balances it left, and what the subscribers want done once the transaction committed.
  */
 export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
-    const [json, bytes] = batchParameters(batch)
-    const blob = db.bytea(2, bytes)
     // Which subscribers the batch may need is asked alongside storing it (one round trip to a
     // PostgreSQL server), for every destination: a superset of the copies that will be stored.
     const [[row], plan] = yield* Effect.all([
-      db.query<{ answer: Answer | string }>(`SELECT ingest_batch_bytes($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value]),
+      batchCall(db, "ingest_batch_bytes", batch),
       events.plan(batch.flatMap((p) => p.destinations)),
     ], { concurrency: "unbounded" })
-    const { outcomes, balances, stored } = settle(batch, answerOf(row!.answer))
+    const { outcomes, balances, stored } = settle(batch, answerOf<Answer>(row!.answer as Answer | string))
     if (stored.length === 0) return { outcomes, balances, afterCommit: Effect.void, quiet: plan.quiet } satisfies Committed
 
     // Follow-up work of the subscriptions that exist (their statements go out together).
@@ -153,12 +158,8 @@ export const commitBatch = (db: DatabaseShape, events: MessageEventsShape, batch
  */
 export const commitAlone = (db: DatabaseShape, batch: ReadonlyArray<Prepared>) =>
   Effect.gen(function*() {
-    const [json, bytes] = batchParameters(batch)
-    const blob = db.bytea(2, bytes)
-    const [row] = yield* Effect.uninterruptible(
-      db.query<{ answer: Answer | { followups: true } | string }>(`SELECT ingest_batch_alone($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value]),
-    )
-    const answer = answerOf(row!.answer)
+    const [row] = yield* Effect.uninterruptible(batchCall(db, "ingest_batch_alone", batch))
+    const answer = answerOf<Answer | { followups: true }>(row!.answer as Answer | { followups: true } | string)
     if ("followups" in answer) return undefined
     const { outcomes, balances } = settle(batch, answer)
     return { outcomes, balances, afterCommit: Effect.void, quiet: true } satisfies Committed
