@@ -74,11 +74,20 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
     throw e
   }
   const app = makeHttpApp({ routes: routesFor(settings), runtime, maxBodyBytes: settings.maxBodyBytes })
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: closeWhenBodyUnread(app.fetch), port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => resolve(s))
+  const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
+    const s = serve({ fetch: closeWhenBodyUnread(app.fetch), port: ports.http ?? settings.port, hostname: "0.0.0.0" }, () => {
+      s.off("error", reject)
+      resolve(s)
+    })
+    // A port that cannot open (taken, not allowed) fails the start like an SMTP port does.
+    s.once("error", reject)
     // Before any connection: what Node's parser refuses still gets the envelope, and a log line.
     answerClientErrors(s as Server, ({ status, code, requestId }) =>
       runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))
+  }).catch(async (e: unknown) => {
+    await Promise.all(opened.map((o) => o.close()))
+    await runtime.dispose()
+    throw e
   })
   const httpPort = (server.address() as AddressInfo).port
   await runtime.runPromise(

@@ -59,11 +59,50 @@ export const readTlsFiles = (certFile: string, keyFile: string): Effect.Effect<T
     return yield* checked({ key, cert, source: "files" }, "TLS_CERT_FILE / TLS_KEY_FILE")
   })
 
-/** Where the generated certificate of `host` is kept; the host is in the name, so a new MX_HOST gets its own. */
+/**
+ * Where the generated certificate of `host` is kept: a directory per host (a new MX_HOST gets its
+ * own) holding the key and the certificate, which appears whole or not at all (`selfSigned`).
+ */
 export const generatedFiles = (dataDir: string, host: string) => {
-  const safe = host.toLowerCase().replace(/[^a-z0-9.-]/g, "_")
-  return { cert: path.join(dataDir, "tls", `${safe}.cert.pem`), key: path.join(dataDir, "tls", `${safe}.key.pem`) }
+  const dir = path.join(dataDir, "tls", host.toLowerCase().replace(/[^a-z0-9.-]/g, "_"))
+  return { dir, cert: path.join(dir, "cert.pem"), key: path.join(dir, "key.pem") }
 }
+
+/** Makes a pair and puts it in place; when another instance put its pair there first, theirs stays. */
+const generateInto = (files: ReturnType<typeof generatedFiles>, host: string, now: number) =>
+  Effect.gen(function*() {
+    const pems = yield* Effect.tryPromise({
+      // On a thread of its own, once per data directory (./self-signed.ts says why).
+      try: () => generateSelfSigned(host, now),
+      catch: (e) => new TlsUnavailable({ message: `cannot generate a certificate for ${host}: ${String(e)}` }),
+    })
+    yield* Effect.try({
+      try: () => {
+        // Written and flushed in a directory of its own, then renamed into place in one step: a
+        // process killed midway leaves a stray `.new-*` directory, never a half-written pair.
+        fs.mkdirSync(path.dirname(files.dir), { recursive: true, mode: 0o700 })
+        const staging = fs.mkdtempSync(path.join(path.dirname(files.dir), ".new-"))
+        try {
+          for (const [name, text, mode] of [["key.pem", pems.private, 0o600], ["cert.pem", pems.cert, 0o644]] as const) {
+            const fd = fs.openSync(path.join(staging, name), "wx", mode)
+            try {
+              fs.writeFileSync(fd, text)
+              fs.fsyncSync(fd)
+            } finally {
+              fs.closeSync(fd)
+            }
+          }
+          fs.renameSync(staging, files.dir)
+        } catch (e) {
+          // A non-empty directory is not replaced: another instance got there first; read theirs.
+          const code = (e as NodeJS.ErrnoException).code
+          fs.rmSync(staging, { recursive: true, force: true })
+          if (code !== "ENOTEMPTY" && code !== "EEXIST") throw e
+        }
+      },
+      catch: (e) => new TlsUnavailable({ message: `cannot keep the generated certificate in ${files.dir}: ${String(e)}` }),
+    })
+  })
 
 /**
  * The self-signed certificate of `host` in `dataDir`: made the first time (./self-signed.ts),
@@ -72,31 +111,10 @@ export const generatedFiles = (dataDir: string, host: string) => {
 export const selfSigned = (dataDir: string, host: string): Effect.Effect<TlsMaterial, TlsUnavailable> =>
   Effect.gen(function*() {
     const files = generatedFiles(dataDir, host)
-    if (!fs.existsSync(files.cert) || !fs.existsSync(files.key)) {
-      const now = Number(yield* Clock.currentTimeMillis)
-      const pems = yield* Effect.tryPromise({
-        // On a thread of its own, once per data directory (./self-signed.ts says why).
-        try: () => generateSelfSigned(host, now),
-        catch: (e) => new TlsUnavailable({ message: `cannot generate a certificate for ${host}: ${String(e)}` }),
-      })
-      yield* Effect.try({
-        try: () => {
-          fs.mkdirSync(path.dirname(files.key), { recursive: true, mode: 0o700 })
-          // "wx": another instance that got here first wins; everyone then reads its pair.
-          for (const [file, text, mode] of [[files.key, pems.private, 0o600], [files.cert, pems.cert, 0o644]] as const) {
-            try {
-              fs.writeFileSync(file, text, { mode, flag: "wx" })
-            } catch (e) {
-              if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
-            }
-          }
-        },
-        catch: (e) => new TlsUnavailable({ message: `cannot keep the generated certificate in ${path.dirname(files.key)}: ${String(e)}` }),
-      })
-    }
+    if (!fs.existsSync(files.dir)) yield* generateInto(files, host, Number(yield* Clock.currentTimeMillis))
     const cert = yield* readText(files.cert, "generated certificate")
     const key = yield* readText(files.key, "generated key")
-    return yield* checked({ key, cert, source: "generated" }, `generated certificate in ${path.dirname(files.key)}`)
+    return yield* checked({ key, cert, source: "generated" }, `generated certificate in ${files.dir}`)
   })
 
 /** What the SMTP servers serve: the files, else (outside production) the generated certificate, else nothing. */

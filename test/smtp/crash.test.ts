@@ -87,9 +87,34 @@ afterAll(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true })
 })
 
+/** What PostgreSQL's backends on the test database are doing (for a start-up that hangs). */
+const backends = async (): Promise<string> => {
+  if (!databaseUrl) return ""
+  const name = new URL(databaseUrl).pathname.slice(1)
+  const admin = openPostgres({ url: testDatabaseUrl!, max: 1 })
+  try {
+    const rows = await admin.source.query(
+      `SELECT pid, state, wait_event_type, wait_event, left(query, 120) AS query, now() - xact_start AS xact_age
+         FROM pg_stat_activity WHERE datname = $1`,
+      [name],
+    )
+    return `\nbackends on ${name}: ${JSON.stringify(rows)}`
+  } catch (e) {
+    return `\nbackends on ${name}: ${String(e)}`
+  } finally {
+    await admin.close()
+  }
+}
+
 const start = async () => {
   const [http, smtp, sandbox, smtps] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  // The last 32 KiB the service printed: enough to show how far start-up got, never the whole load.
   let output = ""
+  const keep = (d: Buffer | string) => {
+    output += d
+    if (output.length > 64 * 1024) output = output.slice(-32 * 1024)
+  }
+  const spawnedAt = Date.now()
   child = spawn(process.execPath, ["src/main.ts"], {
     env: {
       ...process.env,
@@ -99,20 +124,30 @@ const start = async () => {
       SANDBOX_SMTPS_PORT: String(smtps),
       DATA_DIR: dataDir,
       DNS_SERVERS: dns.address,
-      LOG_LEVEL: "error",
+      // Info: the "listening" and provider lines tell how far a slow start-up got.
+      LOG_LEVEL: "info",
       SMTP_MAX_SESSIONS_PER_IP: String(SESSIONS + 5),
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],
   })
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
+  child.stdout!.on("data", keep)
+  child.stderr!.on("data", keep)
   const until = Date.now() + 90_000
+  let last = "no answer yet"
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the service exited: ${output}`)
-    const ok = await fetch(`http://127.0.0.1:${http}/readyz`).then((r) => r.ok, () => false)
+    const ok = await fetch(`http://127.0.0.1:${http}/readyz`, { signal: AbortSignal.timeout(5_000) }).then(
+      async (r) => (r.ok || (last = `${r.status} ${await r.text()}`), r.ok),
+      (e: Error) => ((last = `${e.name}: ${e.message} ${(e.cause as Error | undefined)?.message ?? ""}`), false),
+    )
     if (ok) break
-    if (Date.now() > until) throw new Error(`the service did not start: ${output}`)
+    if (Date.now() > until) {
+      throw new Error(
+        `the service did not start in ${Date.now() - spawnedAt} ms (ports ${http}/${smtp}/${sandbox}/${smtps}); ` +
+          `last /readyz: ${last}${await backends()}\noutput: ${output}`,
+      )
+    }
     await new Promise((r) => setTimeout(r, 100))
   }
   const proc = child
