@@ -3,8 +3,9 @@
  *
  * - A lean heap. On Node the entry re-executes itself once (process.execve: same pid, same
  *   stdio) with V8 flags for the engine (`engineFlags`: the young generation, and on PGlite no
- *   WebAssembly tier-up), glibc held to two malloc arenas and a fixed mmap threshold: together
- *   ~140 MB less resident memory at idle on PGlite and no ~800 MiB peak (bench/REPORT.md).
+ *   WebAssembly tier-up), glibc held to two malloc arenas with fixed thresholds (`mallocTuning`):
+ *   ~140 MB less resident memory at idle on PGlite, no ~800 MiB peak (bench/REPORT.md), and large
+ *   buffers reused instead of mapped and unmapped per message.
  *   SERVICE_LEAN=0 turns it off; flags and variables already given are kept.
  * - WEB_CONCURRENCY=N on PostgreSQL: N worker processes (node:cluster) sharing the HTTP and SMTP
  *   ports; background work already coordinates through the database (SKIP LOCKED, advisory
@@ -62,6 +63,23 @@ export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.e
   return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)))
 }
 
+/**
+ * glibc's malloc, fixed instead of adaptive (a setting already given wins). A message's buffers
+ * (its bytes, parsed parts, the batch's parameters: 0.1 to 16 MiB each, on three threads) come
+ * from and go back to malloc's heap. They used to be mmap'd and unmapped one by one (a 64 KiB
+ * threshold, chosen for idle RSS): every one cost its pages' first-touch faults and an munmap
+ * whose TLB shootdown reaches every thread of the process, ~1/3 of the service's CPU time in the
+ * kernel under 100 KiB mail. Interleaved on one machine (2026-11-26, bench/REPORT.md), 100 KiB mail
+ * over 20 sessions: PostgreSQL 136–137 → 295–334 msgs/s (7.5 → 2.9–3.4 ms CPU per message), PGlite
+ * 122 → 222–244; 2 KiB mail within the machine's spread. The cost is memory kept: peak RSS under
+ * 100 KiB mail +23 MiB (PostgreSQL 268 → 291 MiB), idle on PGlite +7–13 MiB (221–222 → 228–235).
+ * A trim threshold of 8 MiB instead of 256 gave back ~5 MiB idle and a quarter of the gain.
+ */
+export const mallocTuning = (env: NodeJS.ProcessEnv): Record<string, string> => ({
+  MALLOC_MMAP_THRESHOLD_: env.MALLOC_MMAP_THRESHOLD_ ?? String(32 * 1024 * 1024),
+  MALLOC_TRIM_THRESHOLD_: env.MALLOC_TRIM_THRESHOLD_ ?? String(256 * 1024 * 1024),
+})
+
 /** Replaces the process with a lean one, once; returns when it does not (Deno, opted out, already lean). */
 export const becomeLean = (): void => {
   const execve = (process as { execve?: (file: string, args: Array<string>, env: NodeJS.ProcessEnv) => never }).execve
@@ -72,9 +90,7 @@ export const becomeLean = (): void => {
     ...process.env,
     SERVICE_LEAN_APPLIED: "1",
     MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2",
-    // A fixed threshold: large buffers are mmap'd and go back to the OS when freed (glibc raises
-    // it dynamically otherwise, and start-up's big buffers then stay in the heap for good).
-    MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? "65536",
+    ...mallocTuning(process.env),
   }
   try {
     execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], env)

@@ -1,8 +1,8 @@
-/** The V8 flags src/process.ts re-executes with, by engine (why: see there and bench/REPORT.md). */
+/** The V8 flags and malloc settings src/process.ts re-executes with (why: see there and bench/REPORT.md). */
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
-import { engineFlags, flagsToAdd } from "../../src/process.ts"
+import { engineFlags, flagsToAdd, mallocTuning } from "../../src/process.ts"
 
 describe("engineFlags", () => {
   it("keeps PGlite lean (small young generation, WebAssembly never tiered up, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight", () => {
@@ -26,5 +26,13 @@ describe("engineFlags", () => {
       const { stdout, stderr } = await promisify(execFile)(process.execPath, [...engineFlags(url), "-e", "process.stdout.write('ok')"])
       expect({ stdout, stderr }).toEqual({ stdout: "ok", stderr: "" })
     }
+  })
+})
+
+describe("mallocTuning", () => {
+  it("keeps buffers up to 32 MiB in malloc's heap and trims it past 256 MiB free, unless the operator said otherwise", () => {
+    expect(mallocTuning({})).toEqual({ MALLOC_MMAP_THRESHOLD_: "33554432", MALLOC_TRIM_THRESHOLD_: "268435456" })
+    expect(mallocTuning({ MALLOC_MMAP_THRESHOLD_: "65536" })).toEqual({ MALLOC_MMAP_THRESHOLD_: "65536", MALLOC_TRIM_THRESHOLD_: "268435456" })
+    expect(mallocTuning({ MALLOC_TRIM_THRESHOLD_: "0" })).toEqual({ MALLOC_MMAP_THRESHOLD_: "33554432", MALLOC_TRIM_THRESHOLD_: "0" })
   })
 })
