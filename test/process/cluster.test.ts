@@ -14,6 +14,7 @@ import { openPostgres } from "../../src/db/postgres.ts"
 import { engineFlags } from "../../src/process.ts"
 import { onPostgres, testDatabaseUrl } from "../support/db.ts"
 import { freePort } from "../support/free-port.ts"
+import { processSnapshot } from "../support/process-snapshot.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -88,7 +89,8 @@ const waitUntil = async (ok: () => Promise<boolean> | boolean, ms: number, what:
     if (await ok()) return
     await sleep(100)
   }
-  throw new Error(`timed out waiting for ${what}`)
+  // Where the service stood: its threads, and what it printed.
+  throw new Error(`timed out waiting for ${what}${processSnapshot(running?.child.pid)}\noutput: ${running?.output().slice(-16_384) ?? ""}`)
 }
 
 const ready = (s: Service) => fetch(`http://127.0.0.1:${s.http}/readyz`).then((r) => r.ok, () => false)

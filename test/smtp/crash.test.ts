@@ -24,6 +24,7 @@ import { Effect } from "effect"
 import { Database } from "../../effects/ports/Database.ts"
 import { makeDatabase } from "../../src/db/connection.ts"
 import { freePort } from "../support/free-port.ts"
+import { processSnapshot } from "../support/process-snapshot.ts"
 
 const ROUNDS = Number(process.env.INGEST_CRASH_ROUNDS ?? 2)
 const SESSIONS = 30
@@ -145,7 +146,7 @@ const start = async () => {
     if (Date.now() > until) {
       throw new Error(
         `the service did not start in ${Date.now() - spawnedAt} ms (ports ${http}/${smtp}/${sandbox}/${smtps}); ` +
-          `last /readyz: ${last}${await backends()}\noutput: ${output}`,
+          `last /readyz: ${last}${processSnapshot(child.pid)}${await backends()}\noutput: ${output}`,
       )
     }
     await new Promise((r) => setTimeout(r, 100))
