@@ -65,18 +65,19 @@ export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.e
 
 /**
  * glibc's malloc, fixed instead of adaptive (a setting already given wins). A message's buffers
- * (its bytes, parsed parts, the batch's parameters: 0.1 to 16 MiB each, on three threads) come
- * from and go back to malloc's heap. They used to be mmap'd and unmapped one by one (a 64 KiB
- * threshold, chosen for idle RSS): every one cost its pages' first-touch faults and an munmap
- * whose TLB shootdown reaches every thread of the process, ~1/3 of the service's CPU time in the
- * kernel under 100 KiB mail. Interleaved on one machine (2026-11-26, bench/REPORT.md), 100 KiB mail
- * over 20 sessions: PostgreSQL 136–137 → 295–334 msgs/s (7.5 → 2.9–3.4 ms CPU per message), PGlite
- * 122 → 222–244; 2 KiB mail within the machine's spread. The cost is memory kept: peak RSS under
- * 100 KiB mail +23 MiB (PostgreSQL 268 → 291 MiB), idle on PGlite +7–13 MiB (221–222 → 228–235).
- * A trim threshold of 8 MiB instead of 256 gave back ~5 MiB idle and a quarter of the gain.
+ * (its bytes, parsed parts and row, the batch's parameters and their copies on the way to the
+ * database: 0.1 to 16 MiB each, on three threads) come from and go back to malloc's heap up to
+ * 4 MiB. They used to be mmap'd and unmapped one by one above 64 KiB (a threshold chosen for idle
+ * RSS): each cost its pages' first-touch faults and an munmap whose TLB shootdown reaches every
+ * thread of the process, a third of the service's CPU time spent in the kernel under 100 KiB
+ * mail. Interleaved on one machine (2026-11-26, bench/REPORT.md), 100 KiB mail over 20 sessions:
+ * PostgreSQL 136–137 → 280–334 msgs/s (7.5 → 3.0–3.4 ms CPU per message), PGlite 122 → 210–227;
+ * 2 KiB mail within the machine's spread. A 32 MiB threshold gained no more and kept ~13 MiB more
+ * at idle on PGlite (249–252 MiB against 234–238; 228–239 as it was); the 256 MiB trim
+ * threshold keeps freed memory for the next batch (8 MiB lost a quarter of the gain).
  */
 export const mallocTuning = (env: NodeJS.ProcessEnv): Record<string, string> => ({
-  MALLOC_MMAP_THRESHOLD_: env.MALLOC_MMAP_THRESHOLD_ ?? String(32 * 1024 * 1024),
+  MALLOC_MMAP_THRESHOLD_: env.MALLOC_MMAP_THRESHOLD_ ?? String(4 * 1024 * 1024),
   MALLOC_TRIM_THRESHOLD_: env.MALLOC_TRIM_THRESHOLD_ ?? String(256 * 1024 * 1024),
 })
 

@@ -122,7 +122,7 @@ describe("src/main.ts as a process", () => {
     else expect(cmdline).toEqual(expect.arrayContaining(["--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]))
     // glibc's malloc keeps large buffers for reuse instead of mapping and unmapping each (mallocTuning).
     expect(fs.readFileSync(`/proc/${s.child.pid}/environ`, "utf8").split("\0")).toEqual(
-      expect.arrayContaining(["MALLOC_ARENA_MAX=2", `MALLOC_MMAP_THRESHOLD_=${32 * 1024 * 1024}`, `MALLOC_TRIM_THRESHOLD_=${256 * 1024 * 1024}`]),
+      expect.arrayContaining(["MALLOC_ARENA_MAX=2", `MALLOC_MMAP_THRESHOLD_=${4 * 1024 * 1024}`, `MALLOC_TRIM_THRESHOLD_=${256 * 1024 * 1024}`]),
     )
     s.child.kill("SIGTERM")
     expect(await s.exited).toBe(0)

@@ -30,9 +30,9 @@ describe("engineFlags", () => {
 })
 
 describe("mallocTuning", () => {
-  it("keeps buffers up to 32 MiB in malloc's heap and trims it past 256 MiB free, unless the operator said otherwise", () => {
-    expect(mallocTuning({})).toEqual({ MALLOC_MMAP_THRESHOLD_: "33554432", MALLOC_TRIM_THRESHOLD_: "268435456" })
+  it("keeps buffers up to 4 MiB in malloc's heap and trims it past 256 MiB free, unless the operator said otherwise", () => {
+    expect(mallocTuning({})).toEqual({ MALLOC_MMAP_THRESHOLD_: "4194304", MALLOC_TRIM_THRESHOLD_: "268435456" })
     expect(mallocTuning({ MALLOC_MMAP_THRESHOLD_: "65536" })).toEqual({ MALLOC_MMAP_THRESHOLD_: "65536", MALLOC_TRIM_THRESHOLD_: "268435456" })
-    expect(mallocTuning({ MALLOC_TRIM_THRESHOLD_: "0" })).toEqual({ MALLOC_MMAP_THRESHOLD_: "33554432", MALLOC_TRIM_THRESHOLD_: "0" })
+    expect(mallocTuning({ MALLOC_TRIM_THRESHOLD_: "0" })).toEqual({ MALLOC_MMAP_THRESHOLD_: "4194304", MALLOC_TRIM_THRESHOLD_: "0" })
   })
 })
