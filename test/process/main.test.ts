@@ -5,7 +5,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
-import * as net from "node:net"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { freePort } from "../support/free-port.ts"
@@ -48,28 +47,6 @@ describe("src/main.ts", () => {
     // Every log line is one JSON object.
     for (const line of output.trim().split("\n")) expect(() => JSON.parse(line)).not.toThrow()
     fs.rmSync(dataDir, { recursive: true, force: true })
-  })
-
-  it("exits 1 with one line when the HTTP port is taken, after its SMTP ports opened", { timeout: 90_000 }, async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "main-"))
-    const [http, smtp, sandbox, smtps] = [await freePort(), await freePort(), await freePort(), await freePort()]
-    const squatter = net.createServer()
-    await new Promise<void>((resolve) => squatter.listen(http, "127.0.0.1", resolve))
-    try {
-      child = spawn(process.execPath, ["src/main.ts"], {
-        env: { ...process.env, PORT: String(http), SMTP_PORT: String(smtp), SANDBOX_SMTP_PORT: String(sandbox), SANDBOX_SMTPS_PORT: String(smtps), DATA_DIR: dataDir, LOG_LEVEL: "error" },
-        stdio: ["ignore", "pipe", "pipe"],
-      })
-      let err = ""
-      child.stderr!.on("data", (d) => (err += d))
-      const code = await new Promise<number | null>((resolve) => child!.on("exit", resolve))
-      expect(code).toBe(1)
-      expect(err.trim()).toMatch(/^cannot start: listen EADDRINUSE/)
-      expect(err.trim().split("\n")).toHaveLength(1)
-    } finally {
-      squatter.close()
-      fs.rmSync(dataDir, { recursive: true, force: true })
-    }
   })
 
   it("refuses a bad setting with one line naming it", async () => {
