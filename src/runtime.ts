@@ -66,12 +66,16 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
   // SMTP listeners first: once /healthz answers, every port takes connections. One that cannot
   // open (port taken, unusable certificate) closes the others and the runtime again.
   const opened: Array<{ name: string; port: number; close: () => Promise<void> }> = []
-  try {
-    for (const l of listeners) opened.push({ name: l.name, ...(await l.start(runtime, settings)) })
-  } catch (e) {
+  /** A failed start leaves nothing open: the listeners that did open, then the runtime. */
+  const abandon = async (e: unknown): Promise<never> => {
     await Promise.all(opened.map((o) => o.close()))
     await runtime.dispose()
     throw e
+  }
+  try {
+    for (const l of listeners) opened.push({ name: l.name, ...(await l.start(runtime, settings)) })
+  } catch (e) {
+    await abandon(e)
   }
   const app = makeHttpApp({ routes: routesFor(settings), runtime, maxBodyBytes: settings.maxBodyBytes })
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
@@ -84,11 +88,7 @@ export const start = async (settings: Settings, overrides: Overrides = {}, ports
     // Before any connection: what Node's parser refuses still gets the envelope, and a log line.
     answerClientErrors(s as Server, ({ status, code, requestId }) =>
       runtime.runFork(Effect.logInfo("http").pipe(Effect.annotateLogs({ request_id: requestId, status, code }))))
-  }).catch(async (e: unknown) => {
-    await Promise.all(opened.map((o) => o.close()))
-    await runtime.dispose()
-    throw e
-  })
+  }).catch(abandon)
   const httpPort = (server.address() as AddressInfo).port
   await runtime.runPromise(
     Effect.logInfo("listening").pipe(

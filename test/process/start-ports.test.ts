@@ -9,14 +9,7 @@ import { quietLoggerLayer } from "../../src/logger.ts"
 import { start } from "../../src/runtime.ts"
 import { testSettings } from "../support/app.ts"
 import { testDatabase } from "../support/db.ts"
-import { freePort } from "../support/free-port.ts"
-
-const binds = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const s = net.createServer()
-    s.once("error", () => resolve(false))
-    s.listen(port, () => s.close(() => resolve(true)))
-  })
+import { binds, freePort } from "../support/free-port.ts"
 
 describe("start with the HTTP port taken", () => {
   it("rejects with EADDRINUSE and leaves no SMTP port open; the next start works", { timeout: 60_000 }, async () => {

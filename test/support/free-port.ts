@@ -27,7 +27,8 @@ const lowest = Math.min(10_000, ephemeralStart - 1_024)
 
 const handedOut = new Set<number>()
 
-const binds = (port: number) =>
+/** Whether `port` can be bound on every interface right now (as the service binds it). */
+export const binds = (port: number) =>
   new Promise<boolean>((resolve) => {
     const s = net.createServer()
     s.once("error", () => resolve(false))
