@@ -1,4 +1,4 @@
-/** The thread that makes a self-signed certificate and ends (see ./self-signed.ts). */
+/** The thread that makes a self-signed certificate and ends, where no process can start (see ./self-signed.ts). */
 import { parentPort, workerData } from "node:worker_threads"
 import { generateHere } from "./self-signed.ts"
 

@@ -1,23 +1,39 @@
-/** The self-signed certificate made on a thread of its own (src/smtp/self-signed.ts), and kept in DATA_DIR (src/smtp/tls.ts). */
+/**
+ * The self-signed certificate made in a process of its own, or on a thread where no process can
+ * start (src/smtp/self-signed.ts), and kept in DATA_DIR (src/smtp/tls.ts).
+ */
 import { Effect } from "effect"
 import { X509Certificate, createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { generateSelfSigned } from "../../src/smtp/self-signed.ts"
+import { generateInProcess, generateOnThread, generateSelfSigned, type Pems } from "../../src/smtp/self-signed.ts"
 import { generatedFiles, selfSigned } from "../../src/smtp/tls.ts"
 
+const expectCertificate = (pems: Pems, host: string, now: number) => {
+  const x = new X509Certificate(pems.cert)
+  expect(x.subject).toContain(`CN=${host}`)
+  expect(x.subjectAltName).toBe(`DNS:${host}`)
+  expect(Date.parse(x.validFrom)).toBe(now)
+  expect(Date.parse(x.validTo) - Date.parse(x.validFrom)).toBe(825 * 86_400_000)
+  expect(x.checkPrivateKey(createPrivateKey(pems.private))).toBe(true)
+}
+
 describe("generateSelfSigned", () => {
-  it("makes, on its thread, a certificate for the host valid for 825 days from now, with its key", async () => {
-    const now = Date.UTC(2026, 10, 26, 9, 0, 0)
-    const pems = await generateSelfSigned("mx.thread.example", now)
-    const x = new X509Certificate(pems.cert)
-    expect(x.subject).toContain("CN=mx.thread.example")
-    expect(x.subjectAltName).toBe("DNS:mx.thread.example")
-    expect(Date.parse(x.validFrom)).toBe(now)
-    expect(Date.parse(x.validTo) - Date.parse(x.validFrom)).toBe(825 * 86_400_000)
-    expect(x.checkPrivateKey(createPrivateKey(pems.private))).toBe(true)
+  const now = Date.UTC(2026, 10, 26, 9, 0, 0)
+
+  it("makes, in a process of its own, a certificate for the host valid for 825 days from now, with its key", async () => {
+    expectCertificate(await generateInProcess("mx.process.example", now), "mx.process.example", now)
+    expectCertificate(await generateSelfSigned("mx.default.example", now), "mx.default.example", now)
+  })
+
+  it("gives up on a child that does not answer in time (the thread then makes it)", async () => {
+    await expect(generateInProcess("mx.stuck.example", now, 1)).rejects.toThrow(/SIGKILL/)
+  })
+
+  it("makes the same certificate on a thread, where no process can start", async () => {
+    expectCertificate(await generateOnThread("mx.thread.example", now), "mx.thread.example", now)
   })
 })
 
