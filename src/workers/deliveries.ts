@@ -20,16 +20,26 @@ import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 import { claimDue, supervised, type WorkerSpec } from "./worker.ts"
 
+/**
+ * Sleeps until the clock reads `at` or later. A timer can end a little before the wall clock says
+ * it should (Node times it from the event loop's cached time): a wake-up that came early found
+ * its row not yet due, and the retry waited for the next poll, 2 s late (a CI failure).
+ */
+export const sleepUntil = (at: Date): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    while (true) {
+      const left = at.getTime() - Number(yield* Clock.currentTimeMillis)
+      if (left <= 0) return
+      yield* Effect.sleep(Duration.millis(left))
+    }
+  })
+
 /** Wakes worker `queue` at a given time; the sleeping fibers belong to the caller's scope. */
 export const makeWakeups = (queue: string) =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const signals = yield* WorkSignals
-    return (at: Date) =>
-      Effect.gen(function*() {
-        const delay = Math.max(0, at.getTime() - Number(yield* Clock.currentTimeMillis))
-        yield* Effect.forkIn(Effect.andThen(Effect.sleep(Duration.millis(delay)), signals.notify(queue)), scope)
-      })
+    return (at: Date) => Effect.asVoid(Effect.forkIn(Effect.andThen(sleepUntil(at), signals.notify(queue)), scope))
   })
 
 /**
