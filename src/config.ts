@@ -42,6 +42,14 @@ const optionalString = (name: string) =>
 export const defaultIngestThreads = (cores: number, embedded: boolean): number =>
   cores <= 2 ? (embedded ? 1 : 0) : Math.min(4, cores - 1)
 
+/**
+ * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
+ * (effects/ingest/blobs.ts). 100 KiB messages on PGlite: ~380 → ~480 msgs/s with their bodies out
+ * of the database (bench/REPORT.md, MX ingest); for a few KiB a file of its own costs more
+ * than the database's pages.
+ */
+export const DEFAULT_BLOB_BYTES = 64 * 1024
+
 const raw = Config.all({
   baseUrl: Config.String("BASE_URL").pipe(Config.withDefault("")),
   platformDomain: Config.String("PLATFORM_DOMAIN").pipe(Config.withDefault("inbox.localhost")),
@@ -88,6 +96,7 @@ const raw = Config.all({
   smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
   ingestThreads: Config.option(Config.Int("INGEST_THREADS")),
+  ingestBlobBytes: Config.option(Config.Int("INGEST_BLOB_BYTES")),
 })
 
 /** An explicit provider choice: unset, or one of its names (src/production.ts). */
@@ -146,6 +155,10 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }
+    const ingestBlobBytes = Option.getOrElse(r.ingestBlobBytes, () => (Option.isNone(r.databaseUrl) ? DEFAULT_BLOB_BYTES : 0))
+    if (ingestBlobBytes < 0) {
+      return yield* new ConfigInvalid({ message: "Invalid setting INGEST_BLOB_BYTES: expected 0 (bodies in the database) or a size in bytes" })
+    }
     if (r.smtpMemoryBytes < 1024 * 1024) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MEMORY_BYTES: expected at least 1048576 (1 MiB)" })
     }
@@ -197,6 +210,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       // Production defaults (DECISIONS.md): the MX on port 25, webhooks to public addresses only.
       smtpPort: Option.getOrElse(r.smtpPort, () => (production ? 25 : 2525)),
       ingestThreads,
+      ingestBlobBytes,
       webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),
       mxHost: Option.getOrElse(r.mxHost, () => `mx.${r.platformDomain}`),

@@ -17,6 +17,7 @@ import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
 import { Bounces } from "../effects/bounces/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
+import { MimeBlobs } from "../effects/ingest/blobs.ts"
 import { AppConfig, chosenProviders } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
 import { Compliance } from "../effects/compliance/service.ts"
@@ -53,6 +54,7 @@ import { SmtpMemory } from "./smtp/limits.ts"
 import { receivingDomainRecheckLayer } from "./workers/receiving-domains.ts"
 import { sendingDomainRecheckLayer } from "./workers/sending-domains.ts"
 import { retentionWorkerLayer } from "./workers/retention.ts"
+import { blobGarbageWorkerLayer } from "./workers/blob-garbage.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
@@ -82,6 +84,7 @@ const tier1 = Layer.mergeAll(
   SandboxCredentials.layer,
   Sandbox.layer,
   SmtpMemory.layer,
+  MimeBlobs.layer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */
@@ -155,6 +158,7 @@ export const servicesLayer = tier3.pipe(
 /** Long-lived workers (each a Layer from src/workers/worker.ts). */
 export const workersLayer = Layer.mergeAll(
   retentionWorkerLayer,
+  blobGarbageWorkerLayer,
   receivingDomainRecheckLayer,
   sendingDomainRecheckLayer,
   Layer.empty,

@@ -16,7 +16,8 @@
  * lines are put in front of its header map; the stored raw MIME is the two joined by the database.
  */
 import { createReadStream } from "node:fs"
-import { open, readFile } from "node:fs/promises"
+import { copyFile, link, mkdir, open, readFile, rm, writeFile } from "node:fs/promises"
+import * as path from "node:path"
 import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
 import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
 import { type MessageColumns, messageColumns } from "./rows.ts"
@@ -44,6 +45,8 @@ export interface PrepareJob {
   readonly id: string
   /** When the message was received (ms since the epoch; the main thread's Clock). */
   readonly at: number
+  /** Set for a large message: its body goes to this file (./blobs.ts), not into its row. */
+  readonly blob?: { readonly key: string; readonly path: string }
 }
 
 /** A message ready for the writer. */
@@ -64,6 +67,8 @@ export interface PreparedMessage {
   readonly textBody: string
   /** Set when authentication failed or timed out (the message is stored with `temperror` verdicts). */
   readonly authFailure?: string
+  /** The blob key of a body written to a file (the job's `blob`): removed again if the message is refused. */
+  readonly bodyBlob?: string
 }
 
 /**
@@ -73,12 +78,14 @@ export interface PreparedMessage {
  */
 const encodeMessage = (
   trace: Buffer,
-  body: Buffer,
+  /** The body, or the key of the file it is in (only the trace then goes into the row's bytes). */
+  body: Buffer | { readonly blob: string },
   columns: MessageColumns & Record<string, unknown>,
   attachments: ParsedMessage["attachments"],
 ): { readonly row: Uint8Array; readonly bytes: Uint8Array } => {
   const { text_body, html_body, ...rest } = columns
-  const size = trace.length + body.length + attachments.reduce((n, a) => n + a.content.byteLength, 0) +
+  const inRow = Buffer.isBuffer(body) ? body : undefined
+  const size = trace.length + (inRow?.length ?? 0) + attachments.reduce((n, a) => n + a.content.byteLength, 0) +
     Buffer.byteLength(text_body, "utf8") + Buffer.byteLength(html_body, "utf8")
   const bytes = Buffer.allocUnsafeSlow(size)
   let at = 0
@@ -93,7 +100,7 @@ const encodeMessage = (
     return [at - n, n]
   }
   put(trace)
-  put(body)
+  if (inRow) put(inRow)
   const parts = attachments.map((a, position) => ({
     position,
     filename: a.filename,
@@ -102,7 +109,8 @@ const encodeMessage = (
     size: a.content.byteLength,
     content: put(a.content),
   }))
-  const row = { raw: [0, trace.length + body.length], text: write(text_body), html: write(html_body), parts, ...rest }
+  const raw = [0, trace.length + (inRow?.length ?? 0)]
+  const row = { raw, ...(inRow ? {} : { body_blob: (body as { blob: string }).blob }), text: write(text_body), html: write(html_body), parts, ...rest }
   // Both in ArrayBuffers of their own, transferable: TextEncoder's is exactly the text's, and
   // allocUnsafeSlow's is never a slice of the shared pool.
   return { row: new TextEncoder().encode(JSON.stringify(row)), bytes: new Uint8Array(bytes.buffer, 0, at) }
@@ -129,11 +137,52 @@ const headOfFile = async (source: { readonly path: string }): Promise<Buffer | u
   }
 }
 
+/** Directories of blob files already made by this thread. */
+const madeDirs = new Set<string>()
+
+/**
+ * The body written to its blob file, whole, before the row naming it can commit. A spool file is
+ * linked (the spool's own name is removed when the session is done with it); copied where the
+ * two directories are on different filesystems.
+ */
+const keepBody = async (source: MessageSource, file: string): Promise<void> => {
+  const dir = path.dirname(file)
+  if (!madeDirs.has(dir)) {
+    await mkdir(dir, { recursive: true })
+    madeDirs.add(dir)
+  }
+  if (source._tag === "Memory") return writeFile(file, source.bytes)
+  await link(source.path, file).catch((e: NodeJS.ErrnoException) => {
+    if (e.code !== "EXDEV" && e.code !== "EPERM") throw e
+    return copyFile(source.path, file)
+  })
+}
+
 /** Authenticates, parses and encodes one message; rejects with `Unparsable` when mailparser cannot read it. */
 export const prepareMessage = async (
   job: PrepareJob,
   resolver: KeptResolver,
   verdicts?: VerdictMemo<Authenticated>,
+): Promise<PreparedMessage> => {
+  if (!job.blob) return prepareRow(job, resolver, verdicts, undefined)
+  // The body is written while the message is authenticated and parsed; removed again if that fails.
+  const kept = keepBody(job.source, job.blob.path)
+  kept.catch(() => undefined)
+  try {
+    return await prepareRow(job, resolver, verdicts, kept)
+  } catch (e) {
+    await kept.catch(() => undefined)
+    await rm(job.blob.path, { force: true })
+    throw e
+  }
+}
+
+const prepareRow = async (
+  job: PrepareJob,
+  resolver: KeptResolver,
+  verdicts: VerdictMemo<Authenticated> | undefined,
+  /** The body's write to its blob file (with `job.blob`). */
+  kept: Promise<void> | undefined,
 ): Promise<PreparedMessage> => {
   const buffer = bytesOf(job.source)
   const stream = () => buffer ?? createReadStream((job.source as { path: string }).path)
@@ -149,7 +198,8 @@ export const prepareMessage = async (
     throw new Unparsable(e instanceof Error ? e.message : String(e))
   })
   const columns = messageColumns(parsed, job.mailFrom)
-  const body = buffer ?? (await readFile((job.source as { path: string }).path))
+  const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
+  await kept
   const { row, bytes } = encodeMessage(traceBytes, body, {
     size: traceBytes.length + size,
     at: new Date(job.at).toISOString(),
@@ -165,5 +215,6 @@ export const prepareMessage = async (
     subject: parsed.subject,
     textBody: parsed.text,
     ...(auth.failure ? { authFailure: auth.failure } : {}),
+    ...(job.blob ? { bodyBlob: job.blob.key } : {}),
   }
 }

@@ -27,6 +27,7 @@ import { randomHex } from "../shared/crypto.ts"
 import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import type { MalformedMessage } from "./parse.ts"
+import { MimeBlobs } from "./blobs.ts"
 import { MessagePreparer } from "./preparer.ts"
 import { Recipients } from "./recipients.ts"
 import { pgSafe } from "./text.ts"
@@ -86,6 +87,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       const writer = yield* IngestWriter
       const bounces = yield* Bounces
       const preparer = yield* MessagePreparer
+      const blobs = yield* MimeBlobs
       // Transaction ids for the Received line and logs: a random prefix per process and a
       // counter (a random draw per message cost more CPU than the id is worth).
       const idPrefix = yield* randomHex(4)
@@ -150,16 +152,21 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       /** The message authenticated, parsed and laid out as rows for the writer. */
       const prepare = Effect.fnUntraced(function*(d: Delivery, message: MessageBytes, destinations: ReadonlyArray<AdmittedDestination>) {
         const at = Number(yield* Clock.currentTimeMillis)
+        const id = transactionId()
+        const blob = blobs.placeFor(id, at, message.size)
         const prepared = yield* preparer.prepare({
           source: message.source(),
           mailFrom: d.mailFrom,
           client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
           mta: config.mxHost,
-          id: transactionId(),
+          id,
           at,
+          ...(blob ? { blob } : {}),
         })
         return { destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })), message: prepared, at: new Date(at) } satisfies Prepared
       })
+
+      const discardBody = (p: Prepared) => (p.message.bodyBlob ? blobs.discard([p.message.bodyBlob]) : Effect.void)
 
       const deliver = Effect.fnUntraced(function*(d: Delivery) {
         const message = isMessageBytes(d.raw) ? d.raw : inMemory(d.raw)
@@ -167,7 +174,13 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         if (destinations.length === 0 && returnPaths.length === 0) return yield* new UnknownRecipient({ address: d.recipients[0] ?? "" })
         if (returnPaths.length > 0) yield* reportTo(message, d.mailFrom, returnPaths)
         if (destinations.length === 0) return []
-        const stored = yield* writer.submit(yield* prepare(d, message, destinations))
+        const prepared = yield* prepare(d, message, destinations)
+        const stored = yield* writer.submit(prepared).pipe(
+          // A refusal stored nothing: its body's file goes too. Other failures may leave one (the
+          // database may have committed before the error reached us); the start-up sweep decides.
+          Effect.tapErrorTag("UnknownRecipient", () => discardBody(prepared)),
+          Effect.tapErrorTag("InsufficientBalance", () => discardBody(prepared)),
+        )
         return stored.map((m) => m.id)
       })
 

@@ -8,6 +8,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
+import { MimeBlobs } from "../ingest/blobs.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
@@ -39,6 +40,7 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
     InboundMessages,
     Effect.gen(function*() {
       const db = yield* Database
+      const blobs = yield* MimeBlobs
 
       const load = (id: number) =>
         Effect.gen(function*() {
@@ -103,9 +105,11 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         const row = yield* owned(userId, id)
         const [mime] = row.mime_id === null
           ? []
-          : yield* db.query<{ raw: Uint8Array }>("SELECT raw FROM inbound_mime WHERE id = $1", [row.mime_id])
+          : yield* db.query<{ raw: Uint8Array; body_blob: string | null }>("SELECT raw, body_blob FROM inbound_mime WHERE id = $1", [row.mime_id])
         if (!mime) return yield* notFound()
-        return mime.raw
+        if (mime.body_blob === null) return mime.raw
+        // A large message: the trace in the row, the body as received in its file (effects/ingest/blobs.ts).
+        return Buffer.concat([mime.raw, yield* blobs.read(mime.body_blob)])
       })
 
       const markRead = Effect.fn("InboundMessages.markRead")(function*(userId: number, id: number) {

@@ -11,6 +11,8 @@ import { type Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../../effects/config.ts"
 import { purgeMessages } from "../../effects/messages/purge.ts"
 import type { Database } from "../../effects/ports/Database.ts"
+import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
+import { BLOB_GARBAGE } from "./blob-garbage.ts"
 import { type WorkerSpec, workerLayer } from "./worker.ts"
 
 export const RETENTION_BATCH = 1000
@@ -19,7 +21,7 @@ export interface PurgedBatch {
   readonly deleted: number
 }
 
-export const retentionWorker = (interval: Duration.Input): WorkerSpec<PurgedBatch, Database> => ({
+export const retentionWorker = (interval: Duration.Input): WorkerSpec<PurgedBatch, Database | WorkSignals> => ({
   name: "retention",
   batchSize: 1,
   concurrency: 1,
@@ -29,7 +31,12 @@ export const retentionWorker = (interval: Duration.Input): WorkerSpec<PurgedBatc
       `SELECT id FROM inbound_messages WHERE expires_at <= $1 ORDER BY expires_at LIMIT ${RETENTION_BATCH} FOR UPDATE SKIP LOCKED`,
       [now],
     ).pipe(Effect.map((deleted) => (deleted > 0 ? [{ deleted }] : []))),
-  handle: (batch) => Effect.logInfo("retention: purged expired messages").pipe(Effect.annotateLogs({ deleted: batch.deleted })),
+  handle: (batch) =>
+    Effect.logInfo("retention: purged expired messages").pipe(
+      Effect.annotateLogs({ deleted: batch.deleted }),
+      // The purged bodies' files (large mail) go now, not at the next poll.
+      Effect.andThen(WorkSignals.use((signals) => signals.notify(BLOB_GARBAGE))),
+    ),
 })
 
 /** The worker at RETENTION_INTERVAL. */

@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { defaultIngestThreads, loadSettings, parseDuration } from "../../src/config.ts"
+import { DEFAULT_BLOB_BYTES, defaultIngestThreads, loadSettings, parseDuration } from "../../src/config.ts"
 
 const load = (env: Record<string, string>) =>
   Effect.runPromise(Effect.result(loadSettings(ConfigProvider.fromEnv({ env }))))
@@ -82,6 +82,8 @@ describe("settings", () => {
     ["INGEST_THREADS", "-1", /INGEST_THREADS/],
     ["INGEST_THREADS", "65", /INGEST_THREADS/],
     ["INGEST_THREADS", "two", /INGEST_THREADS/],
+    ["INGEST_BLOB_BYTES", "-1", /INGEST_BLOB_BYTES/],
+    ["INGEST_BLOB_BYTES", "64k", /INGEST_BLOB_BYTES/],
   ])("refuses %s=%s with one line naming it", async (name, value, pattern) => {
     const r = await load({ DATA_DIR: tmp(), [name]: value })
     expect(r._tag).toBe("Failure")
@@ -105,6 +107,19 @@ describe("settings", () => {
     const none = await load({ DATA_DIR: tmp(), INGEST_THREADS: "0" })
     if (none._tag !== "Success") throw new Error("load failed")
     expect(none.success.ingestThreads).toBe(0)
+  })
+
+  it("keeps large bodies as files by default on PGlite only, unless INGEST_BLOB_BYTES says otherwise (0: off)", async () => {
+    const embedded = await load({ DATA_DIR: tmp() })
+    const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
+    const shared = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail", INGEST_BLOB_BYTES: "1048576" })
+    const off = await load({ DATA_DIR: tmp(), INGEST_BLOB_BYTES: "0" })
+    expect([embedded, onServer, shared, off].map((r) => (r._tag === "Success" ? r.success.ingestBlobBytes : r._tag))).toEqual([
+      DEFAULT_BLOB_BYTES,
+      0,
+      1048576,
+      0,
+    ])
   })
 
   it("parses durations", () => {

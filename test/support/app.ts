@@ -59,6 +59,8 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   // (INGEST_THREADS=0, the default with PostgreSQL on 2, has its own runs in
   // test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
   ingestThreads: 1,
+  // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
+  ingestBlobBytes: 64 * 1024,
   ...overrides,
 })
 
@@ -134,7 +136,8 @@ export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp
     stop: async () => {
       await running.stop()
       if (!options.database) await db.drop()
-      fs.rmSync(settings.dataDir, { recursive: true, force: true })
+      // A DATA_DIR the caller gave is the caller's (a restart test starts the next app on it).
+      if (!options.settings?.dataDir) fs.rmSync(settings.dataDir, { recursive: true, force: true })
     },
   }
 }

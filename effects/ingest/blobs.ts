@@ -1,0 +1,165 @@
+/**
+ * Large raw MIME as files beside the database (migration 033). On the embedded engine every byte
+ * stored goes through PGlite's WebAssembly and its file layer, page by page, on the one thread
+ * every statement waits for; a 100 KiB message's raw MIME was half of what its batch moved there
+ * (bench/REPORT.md, MX ingest). A message of at least INGEST_BLOB_BYTES keeps its body (the bytes
+ * as received, without the trace) in `DATA_DIR/blobs`, and its MIME row keeps the key and the
+ * trace; reading the raw MIME puts the two together again.
+ *
+ * The life of a file:
+ * - Written by the prepare step (./prepare.ts, on a prepare thread), before the message's batch
+ *   commits: a 250 still means every byte is where it will be read from. A spooled message's file
+ *   is linked, not copied.
+ * - Removed at once when its message was refused (nothing stored); after a crash between the write
+ *   and the commit it is an orphan, which `sweep` removes at the next start.
+ * - When its MIME row is deleted, by whatever path (retention, address or account deletion and
+ *   their cascades), a trigger leaves the key in `blob_garbage` in the same transaction, and
+ *   `collect` removes the files (the blob-garbage worker, src/workers/blob-garbage.ts).
+ *
+ * Off with a PostgreSQL server unless INGEST_BLOB_BYTES is set: several instances there need a
+ * directory they all share (a network filesystem; object storage would be another adapter here).
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { AppConfig } from "../config.ts"
+import { Database, type DbError } from "../ports/Database.ts"
+
+/** Where one message's body goes: the key its MIME row keeps and the file. */
+export interface BlobPlace {
+  readonly key: string
+  readonly path: string
+}
+
+export interface MimeBlobsShape {
+  /**
+   * Where the body of a message of `size` bytes, received at `at` (ms) with transaction id `id`,
+   * goes; undefined: in its row.
+   */
+  readonly placeFor: (id: string, at: number, size: number) => BlobPlace | undefined
+  /** A stored body's bytes (a missing file is a defect: the row promises it). */
+  readonly read: (key: string) => Effect.Effect<Buffer>
+  /** Removes the files of bodies that were never stored; a missing file is fine. */
+  readonly discard: (keys: ReadonlyArray<string>) => Effect.Effect<void>
+  /** Removes up to `limit` files of deleted MIME rows (blob_garbage); returns how many keys it took. */
+  readonly collect: (limit: number) => Effect.Effect<number, DbError>
+  /**
+   * Removes files last changed before `before` that no MIME row names (bodies written for a batch
+   * that never committed: a crash between the two). Returns how many it removed.
+   */
+  readonly sweep: (before: Date) => Effect.Effect<number, DbError>
+}
+
+/** Keys are made here from a time and a transaction id: nothing else may name a file. */
+const KEY = /^[0-9a-z]+-[0-9a-f]+$/
+
+/** Files per directory stay few: the key's last two characters name its directory. */
+const fileOf = (dir: string, key: string) => {
+  if (!KEY.test(key)) throw new Error(`not a blob key: ${JSON.stringify(key)}`)
+  return path.join(dir, key.slice(-2), key)
+}
+
+const removeFile = (file: string) => fs.promises.rm(file, { force: true })
+
+/** Keys asked about per statement (sweep). */
+const SWEEP_CHUNK = 500
+
+/** The filesystem adapter over `dir` (created), for bodies of at least `minBytes`. */
+export const filesystemBlobs = (dir: string, minBytes: number) =>
+  Effect.gen(function*() {
+    const db = yield* Database
+    yield* Effect.sync(() => fs.mkdirSync(dir, { recursive: true }))
+
+    const placeFor = (id: string, at: number, size: number): BlobPlace | undefined => {
+      if (size < minBytes) return undefined
+      // The time keeps keys apart across restarts (a transaction id's prefix is random per process).
+      const key = `${at.toString(36)}-${id}`
+      return { key, path: fileOf(dir, key) }
+    }
+
+    const read = (key: string) => Effect.promise(() => fs.promises.readFile(fileOf(dir, key)))
+
+    const discard = (keys: ReadonlyArray<string>) =>
+      Effect.promise(() => Promise.all(keys.map((k) => removeFile(fileOf(dir, k))))).pipe(Effect.asVoid)
+
+    const collect = (limit: number) =>
+      Effect.gen(function*() {
+        // Rows first, files after: a crash between leaves a file no row names, which `sweep` finds.
+        const gone = yield* db.query<{ key: string }>(
+          `DELETE FROM blob_garbage WHERE key IN (SELECT key FROM blob_garbage ORDER BY key LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING key`,
+          [limit],
+        )
+        yield* discard(gone.map((r) => r.key))
+        return gone.length
+      })
+
+    /** Every key with its file's last change, directory by directory. */
+    const listed = () =>
+      fs.promises.readdir(dir, { withFileTypes: true }).then((shards) =>
+        Promise.all(
+          shards.filter((s) => s.isDirectory()).map(async (s) => {
+            const names = await fs.promises.readdir(path.join(dir, s.name))
+            return Promise.all(
+              names.filter((n) => KEY.test(n)).map(async (n) => {
+                const stat = await fs.promises.stat(path.join(dir, s.name, n)).catch(() => undefined)
+                return { key: n, changed: stat?.mtimeMs ?? Infinity }
+              }),
+            )
+          }),
+        )
+      ).then((all) => all.flat())
+
+    const sweep = (before: Date) =>
+      Effect.gen(function*() {
+        const old = (yield* Effect.promise(listed)).filter((f) => f.changed < before.getTime()).map((f) => f.key)
+        let removed = 0
+        for (let i = 0; i < old.length; i += SWEEP_CHUNK) {
+          const chunk = old.slice(i, i + SWEEP_CHUNK)
+          const kept = new Set((yield* db.query<{ body_blob: string }>(
+            "SELECT body_blob FROM inbound_mime WHERE body_blob = ANY($1::text[])",
+            [chunk],
+          )).map((r) => r.body_blob))
+          const orphans = chunk.filter((k) => !kept.has(k))
+          yield* discard(orphans)
+          removed += orphans.length
+        }
+        return removed
+      })
+
+    return MimeBlobs.of({ placeFor, read, discard, collect, sweep })
+  })
+
+/** No blobs: every body in its row (nothing to read, collect or sweep). */
+export const noBlobs: MimeBlobsShape = {
+  placeFor: () => undefined,
+  read: (key) => Effect.die(new Error(`no blob store, yet a row names blob ${key}`)),
+  discard: () => Effect.void,
+  collect: () => Effect.succeed(0),
+  sweep: () => Effect.succeed(0),
+}
+
+export class MimeBlobs extends Context.Service<MimeBlobs, MimeBlobsShape>()("app/MimeBlobs") {
+  /**
+   * `DATA_DIR/blobs` when INGEST_BLOB_BYTES is above 0. Files left by an earlier run that no row
+   * names are swept in the background at start: on PGlite, which one process owns, everything
+   * written before this start; with a PostgreSQL server, where another instance may be between
+   * its write and its commit, only what is an hour older.
+   */
+  static readonly layer = Layer.effect(
+    MimeBlobs,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      if (config.ingestBlobBytes <= 0) return MimeBlobs.of(noBlobs)
+      const blobs = yield* filesystemBlobs(path.join(config.dataDir, "blobs"), config.ingestBlobBytes)
+      const now = Number(yield* Clock.currentTimeMillis)
+      const before = new Date(now - (config.databaseUrl._tag === "None" ? 0 : 60 * 60 * 1000))
+      yield* Effect.forkScoped(
+        blobs.sweep(before).pipe(
+          Effect.tap((n) => (n > 0 ? Effect.logInfo("blobs: removed bodies of batches that never committed").pipe(Effect.annotateLogs({ removed: n })) : Effect.void)),
+          Effect.catchCause((cause) => Effect.logWarning("blobs: the start-up sweep failed", cause)),
+        ),
+      )
+      return blobs
+    }),
+  )
+}
