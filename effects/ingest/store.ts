@@ -126,7 +126,8 @@ const answerOf = <A>(value: A | string): A => (typeof value === "string" ? JSON.
 /** `SELECT <fn>(batch, blob) AS answer` with the batch's two parameters, as the adapter sends bytes best. */
 const batchCall = (db: DatabaseShape, fn: "ingest_batch_bytes" | "ingest_batch_alone", batch: ReadonlyArray<Prepared>) => {
   const [json, bytes] = batchParameters(batch)
-  const blob = db.bytea(2, bytes)
+  // The batch's bytes were made for this statement alone: handed over, not copied.
+  const blob = db.bytea(2, bytes, true)
   return db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
 }
 

@@ -37,6 +37,23 @@ export interface PgliteThread {
   readonly close: () => Promise<void>
 }
 
+/**
+ * Bytes a caller handed over (`bytea(n, bytes, true)`): moved to the thread with the statement
+ * rather than copied. An ingest batch's bytes are megabytes under large mail, made for the one
+ * statement; a copy was one more buffer per batch for the thread's garbage collector to find
+ * (bench/REPORT.md, MX ingest).
+ */
+class HandedOver {
+  readonly bytes: Uint8Array
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes
+  }
+}
+
+/** Whether `bytes` is the whole of its ArrayBuffer (a pooled Buffer's is shared: never moved). */
+const ownsItsBuffer = (bytes: Uint8Array) =>
+  bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer
+
 /** Opens the database on its own thread; rejects as the in-process adapter would (locked, unreadable). */
 export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER_URL): Promise<PgliteThread> =>
   new Promise((resolve, reject) => {
@@ -48,12 +65,12 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
     let gone: Error | undefined
     let opened = false
 
-    const ask = (request: Record<string, unknown>): Promise<unknown> =>
+    const ask = (request: Record<string, unknown>, transfer: ReadonlyArray<ArrayBuffer> = []): Promise<unknown> =>
       new Promise((resolve, reject) => {
         if (gone) return reject(gone)
         const id = nextId++
         waiting.set(id, { resolve, reject })
-        worker.postMessage({ ...request, id })
+        worker.postMessage({ ...request, id }, transfer as Array<ArrayBuffer>)
       })
 
     const fail = (e: Error) => {
@@ -79,13 +96,19 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
     worker.on("error", (e) => fail(e))
     worker.on("exit", (code) => fail(new Error(`the embedded database's thread exited with code ${code}`)))
 
-    const query = (text: string, params?: ReadonlyArray<unknown>, tx?: number) =>
-      ask({ op: "query", text, params, tx }) as Promise<Array<Row>>
+    const query = (text: string, params?: ReadonlyArray<unknown>, tx?: number) => {
+      const moved = params?.filter((p): p is HandedOver => p instanceof HandedOver) ?? []
+      if (moved.length === 0) return ask({ op: "query", text, params, tx }) as Promise<Array<Row>>
+      return ask(
+        { op: "query", text, params: params!.map((p) => (p instanceof HandedOver ? p.bytes : p)), tx },
+        moved.map((p) => p.bytes.buffer as ArrayBuffer),
+      ) as Promise<Array<Row>>
+    }
     const exec = async (script: string, tx?: number) => void (await ask({ op: "exec", script, tx }))
 
     const source: ConnectionSource = {
       dialect: "pglite",
-      bytea: byteaInBinary,
+      bytea: (n, bytes, handOver) => (handOver && ownsItsBuffer(bytes) ? { sql: `$${n}::bytea`, value: new HandedOver(bytes) } : byteaInBinary(n, bytes)),
       query: (text, params) => query(text, params),
       exec: (script) => exec(script),
       // No round trip to take or give back the connection: the thread queues the transaction's

@@ -2,8 +2,8 @@
  * The embedded database on its own thread (src/db/pglite-thread.ts): what the in-process adapter
  * promised must still hold across the thread boundary: statement order, a reserved connection
  * holding plain statements back, driver errors with their SQLSTATE, notifications before the
- * answer of the commit that sent them, values of every type the port normalises, and no caller
- * left waiting when the thread is gone.
+ * answer of the commit that sent them, values of every type the port normalises, bytes handed
+ * over moved rather than copied, and no caller left waiting when the thread is gone.
  */
 import * as fs from "node:fs"
 import { inject } from "vitest"
@@ -29,6 +29,28 @@ describe.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite on its own 
       [JSON.stringify({ a: [1, "x"] }), "Ankara ya mwezi ✓"],
     )
     expect(row).toEqual({ n: 9007199254740, t: new Date("2026-11-25T10:00:00Z"), b: new Uint8Array([0, 255]), j: { a: [1, "x"] }, s: "Ankara ya mwezi ✓", d: "2026-01-02" })
+  })
+
+  it("moves bytes handed over to the thread instead of copying them, and copies what it may not move", async () => {
+    const { source } = await open()
+    const bytes = new Uint8Array(100 * 1024).map((_, i) => i % 251)
+    const expected = Buffer.from(bytes).toString("hex").slice(0, 64)
+    const handed = source.bytea(1, bytes, true)
+    const [row] = await source.query(`SELECT length(${handed.sql}) AS n, encode(substring(${handed.sql} FROM 1 FOR 32), 'hex') AS head`, [handed.value])
+    expect(row).toEqual({ n: 100 * 1024, head: expected })
+    // Moved: the caller's view is empty now (it promised never to read it again).
+    expect(bytes.byteLength).toBe(0)
+
+    // Not handed over, or a slice of a shared (pooled) buffer: copied, the caller's bytes intact.
+    const kept = new Uint8Array(4096).fill(7)
+    const pooled = Buffer.from("a few pooled bytes")
+    for (const [b, handOver] of [[kept, false], [pooled, true]] as const) {
+      const p = source.bytea(1, b, handOver)
+      const [r] = await source.query(`SELECT length(${p.sql}) AS n`, [p.value])
+      expect(r).toEqual({ n: b.byteLength })
+      expect(b.byteLength).toBeGreaterThan(0)
+    }
+    expect(pooled.toString()).toBe("a few pooled bytes")
   })
 
   it("fails a statement with the driver's SQLSTATE and constraint, and goes on", async () => {
