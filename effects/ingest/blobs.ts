@@ -142,8 +142,8 @@ export class MimeBlobs extends Context.Service<MimeBlobs, MimeBlobsShape>()("app
   /**
    * `DATA_DIR/blobs` when INGEST_BLOB_BYTES is above 0. Files left by an earlier run that no row
    * names are swept in the background at start: on PGlite, which one process owns, everything
-   * written before this start; with a PostgreSQL server, where another instance may be between
-   * its write and its commit, only what is an hour older.
+   * written before this start (less 100 ms); with a PostgreSQL server, where another instance may
+   * be between its write and its commit, only what is an hour older.
    */
   static readonly layer = Layer.effect(
     MimeBlobs,
@@ -152,7 +152,9 @@ export class MimeBlobs extends Context.Service<MimeBlobs, MimeBlobsShape>()("app
       if (config.ingestBlobBytes <= 0) return MimeBlobs.of(noBlobs)
       const blobs = yield* filesystemBlobs(path.join(config.dataDir, "blobs"), config.ingestBlobBytes)
       const now = Number(yield* Clock.currentTimeMillis)
-      const before = new Date(now - (config.databaseUrl._tag === "None" ? 0 : 60 * 60 * 1000))
+      // A margin on PGlite too: file times come from the kernel's coarse clock, up to a tick
+      // (1–10 ms) behind ours, and a body written just after this start must never look older.
+      const before = new Date(now - (config.databaseUrl._tag === "None" ? 100 : 60 * 60 * 1000))
       yield* Effect.forkScoped(
         blobs.sweep(before).pipe(
           Effect.tap((n) => (n > 0 ? Effect.logInfo("blobs: removed bodies of batches that never committed").pipe(Effect.annotateLogs({ removed: n })) : Effect.void)),
