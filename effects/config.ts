@@ -73,7 +73,7 @@ export interface Settings {
   readonly ingestThreads: number
   /**
    * INGEST_BLOB_BYTES: received messages of at least this many bytes keep their body as a file in
-   * `DATA_DIR/blobs` instead of the database (effects/ingest/blobs.ts); 0: always in the database.
+   * `DATA_DIR/blobs` instead of the database (effects/ports/MimeBlobs.ts); 0: always in the database.
    * Default: 65536 on PGlite, 0 with a PostgreSQL server.
    */
   readonly ingestBlobBytes: number

@@ -44,9 +44,9 @@ export const defaultIngestThreads = (cores: number, embedded: boolean): number =
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
- * (effects/ingest/blobs.ts). 100 KiB messages on PGlite: ~380 → ~480 msgs/s with their bodies out
- * of the database (bench/REPORT.md, MX ingest); for a few KiB a file of its own costs more
- * than the database's pages.
+ * (src/providers/blob-files.ts). 100 KiB messages on PGlite: +13–15 % msgs/s and 26–40 MiB less
+ * peak RSS with their bodies out of the database (bench/REPORT.md, MX ingest); for a few KiB a
+ * file of its own costs more than the database's pages.
  */
 export const DEFAULT_BLOB_BYTES = 64 * 1024
 

@@ -17,7 +17,6 @@ import { PaymentEvents } from "../effects/billing/payment-events.ts"
 import { Billing } from "../effects/billing/service.ts"
 import { Bounces } from "../effects/bounces/service.ts"
 import { Topups } from "../effects/billing/topups.ts"
-import { MimeBlobs } from "../effects/ingest/blobs.ts"
 import { AppConfig, chosenProviders } from "../effects/config.ts"
 import { InboundAddresses } from "../effects/addresses/service.ts"
 import { Compliance } from "../effects/compliance/service.ts"
@@ -58,6 +57,7 @@ import { blobGarbageWorkerLayer } from "./workers/blob-garbage.ts"
 import { fakePaymentGatewayLayer } from "./providers/payment-fake.ts"
 import { paymentGatewayHttpLayer } from "./providers/payment-http.ts"
 import { webhookHttpLayer } from "./providers/webhook-http.ts"
+import { mimeBlobsLayer } from "./providers/blob-files.ts"
 import { agentWorkerLayer } from "./workers/agent.ts"
 import { outboundWorkerLayer } from "./workers/outbound.ts"
 import { smsWorkerLayer } from "./workers/sms.ts"
@@ -84,7 +84,7 @@ const tier1 = Layer.mergeAll(
   SandboxCredentials.layer,
   Sandbox.layer,
   SmtpMemory.layer,
-  MimeBlobs.layer,
+  mimeBlobsLayer,
 )
 
 /** Capabilities that build on tier 1 (e.g. billing charges, accounts). */

@@ -45,7 +45,7 @@ export interface PrepareJob {
   readonly id: string
   /** When the message was received (ms since the epoch; the main thread's Clock). */
   readonly at: number
-  /** Set for a large message: its body goes to this file (./blobs.ts), not into its row. */
+  /** Set for a large message: its body goes to this file (effects/ports/MimeBlobs.ts), not into its row. */
   readonly blob?: { readonly key: string; readonly path: string }
 }
 

@@ -8,8 +8,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
-import { MimeBlobs } from "../ingest/blobs.ts"
 import { Database, type DbError } from "../ports/Database.ts"
+import { MimeBlobs } from "../ports/MimeBlobs.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
 
@@ -108,7 +108,7 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
           : yield* db.query<{ raw: Uint8Array; body_blob: string | null }>("SELECT raw, body_blob FROM inbound_mime WHERE id = $1", [row.mime_id])
         if (!mime) return yield* notFound()
         if (mime.body_blob === null) return mime.raw
-        // A large message: the trace in the row, the body as received in its file (effects/ingest/blobs.ts).
+        // A large message: the trace in the row, the body as received in its file (effects/ports/MimeBlobs.ts).
         return Buffer.concat([mime.raw, yield* blobs.read(mime.body_blob)])
       })
 

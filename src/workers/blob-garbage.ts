@@ -1,12 +1,12 @@
 /**
- * Removes the files of deleted messages' bodies (effects/ingest/blobs.ts): the keys a deleted MIME
+ * Removes the files of deleted messages' bodies (effects/ports/MimeBlobs.ts): the keys a deleted MIME
  * row left in `blob_garbage`, at most BLOB_GARBAGE_BATCH per round. Woken by the retention worker
  * after it purged; otherwise it looks every RETENTION_INTERVAL (an address or account deletion
  * leaves its files until then). A full round makes the loop go again at once.
  */
 import { type Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../../effects/config.ts"
-import { MimeBlobs } from "../../effects/ingest/blobs.ts"
+import { MimeBlobs } from "../../effects/ports/MimeBlobs.ts"
 import { type WorkerSpec, workerLayer } from "./worker.ts"
 
 export const BLOB_GARBAGE_BATCH = 500

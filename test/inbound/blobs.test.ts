@@ -1,5 +1,5 @@
 /**
- * Large raw MIME as files (effects/ingest/blobs.ts, migration 033), over real SMTP: a message of at
+ * Large raw MIME as files (effects/ports/MimeBlobs.ts, src/providers/blob-files.ts, migration 033), over real SMTP: a message of at
  * least INGEST_BLOB_BYTES keeps its trace in the row and its body in DATA_DIR/blobs, and reads back
  * byte for byte over HTTP; smaller mail stays in the row. Each way a file can stop being needed is
  * followed to the file: a refusal at commit, the last of several accounts' rows deleted (and not
@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { MimeBlobs } from "../../effects/ingest/blobs.ts"
+import { MimeBlobs } from "../../effects/ports/MimeBlobs.ts"
 import { Recipients } from "../../effects/ingest/recipients.ts"
 import { Ingest } from "../../effects/ingest/service.ts"
 import { blobGarbageWorker } from "../../src/workers/blob-garbage.ts"

@@ -1,4 +1,4 @@
--- Large raw MIME kept as a file beside the database (effects/ingest/blobs.ts), by default on the
+-- Large raw MIME kept as a file beside the database (effects/ports/MimeBlobs.ts), by default on the
 -- embedded engine. PGlite writes every 8 KiB page of a stored body from WebAssembly, twice (the
 -- relation and the WAL), on the thread every statement waits for; a 100 KiB message's raw MIME was
 -- ~half of what a batch moved into it (bench/REPORT.md, MX ingest, 2026-11-27 second session).
@@ -10,7 +10,7 @@
 -- A message to several accounts has a MIME row per account, all naming the one blob. The last
 -- of them deleted (the retention purge, an address's or an account's deletion, through any
 -- cascade) leaves the key in blob_garbage, in the same transaction; the files are removed from
--- there (effects/ingest/blobs.ts), so no path that deletes rows needs to know about files. Two
+-- there (src/workers/blob-garbage.ts), so no path that deletes rows needs to know about files. Two
 -- such rows deleted by concurrent transactions may each see the other still there: that file is
 -- left to the start-up sweep, which removes every file no row names.
 ALTER TABLE inbound_mime ADD COLUMN body_blob text;
