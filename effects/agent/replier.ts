@@ -211,7 +211,8 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
             case "RateLimited": {
               // The account's send rate (shared with its own API sends) is busy: wait it out without
               // spending an attempt; the kept text means no new AI call.
-              const jitter = yield* Random.nextIntBetween(0, 1000)
+              // Under a second of jitter: Effect 4's nextIntBetween includes its upper bound unless half-open.
+              const jitter = yield* Random.nextIntBetween(0, 1000, { halfOpen: true })
               const nextAt = new Date((yield* now).getTime() + Math.max(1, e.retry_after_seconds) * 1000 + jitter)
               yield* record(job, n, "pending", { reason: "outbound rate limit reached; waiting", nextAt, refund: true })
               return Option.some(nextAt)

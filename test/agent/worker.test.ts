@@ -5,7 +5,7 @@
  * rule end to end, the 24 h thread rule and thread reconstruction, AI and outbound failures with
  * their retries, and the at-most-one-reply guarantees.
  */
-import { type Duration, Effect, type Layer } from "effect"
+import { type Duration, Effect, type Layer, Random } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AGENT_MAX_ATTEMPTS } from "../../effects/agent/replier.ts"
@@ -367,7 +367,8 @@ describe("outbound failures", () => {
         out.push({ taken: yield* round([box.addressId], sender.layer), job: (yield* jobsOf(box.addressId))[0]! })
       }
       return out
-    }), t0)
+      // The largest draw the random source can make: the jitter must still stay under a second.
+    }).pipe(Effect.provideService(Random.Random, { nextIntUnsafe: () => Number.MAX_SAFE_INTEGER, nextDoubleUnsafe: () => 1 - Number.EPSILON })), t0)
     expect(trace[0]!.job).toMatchObject({ status: "pending", reason: "the outbound provider failed (the charge was refunded)", sending_at: null })
     expect(trace[0]!.job.next_attempt_at!.getTime()).toBe(t0 + 30_000)
     // A busy send rate does not spend an attempt.
