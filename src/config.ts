@@ -109,16 +109,29 @@ const choiceOf = <K extends keyof typeof PROVIDER_CHOICES>(name: K, value: Optio
         : Effect.fail(new ConfigInvalid({ message: `Invalid setting ${name}: expected one of ${PROVIDER_CHOICES[name].join(", ")}, got "${v}"` })),
   })
 
-/** Keys kept in DATA_DIR when not given by env; created once with owner-only permissions. */
+/**
+ * Keys kept in DATA_DIR when not given by env; created once with owner-only permissions.
+ *
+ * The file appears whole or not at all: it is written under a name of this process's own and then
+ * linked into place, which fails if another process got there first (we then read theirs). With
+ * WEB_CONCURRENCY the workers start together on a fresh DATA_DIR; creating the file with "wx" and
+ * then writing it let a sibling read it empty in between and die on the JSON (a CI failure of
+ * test/process/cluster.test.ts).
+ */
 const persistedKeys = (dataDir: string): { jwtSecret: Uint8Array; secretsKey: Uint8Array; paymentWebhookSecret: string } => {
   const file = path.join(dataDir, "secrets.json")
   fs.mkdirSync(dataDir, { recursive: true })
   if (!fs.existsSync(file)) {
     const fresh = { jwt_secret: randomHexSync(32), secrets_key: randomHexSync(32), payment_webhook_secret: randomHexSync(32) }
-    // "wx" fails if another instance created it first; then we read theirs.
+    const own = `${file}.${process.pid}.${randomHexSync(4)}.tmp`
+    fs.writeFileSync(own, JSON.stringify(fresh, null, 2), { mode: 0o600, flag: "wx" })
     try {
-      fs.writeFileSync(file, JSON.stringify(fresh, null, 2), { mode: 0o600, flag: "wx" })
-    } catch { /* created concurrently */ }
+      fs.linkSync(own, file)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+    } finally {
+      fs.rmSync(own, { force: true })
+    }
   }
   const stored = JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, string>
   return {

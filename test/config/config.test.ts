@@ -1,6 +1,7 @@
 import { ConfigProvider, Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
+import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { DEFAULT_BLOB_BYTES, defaultIngestThreads, loadSettings, parseDuration } from "../../src/config.ts"
@@ -120,6 +121,35 @@ describe("settings", () => {
       1048576,
       0,
     ])
+  })
+
+  it("makes DATA_DIR's keys once when several processes start together on it (WEB_CONCURRENCY), and all read the same", { timeout: 60_000 }, async () => {
+    const config = new URL("../../src/config.ts", import.meta.url).href
+    // Each child loads its modules, then waits for START_AT so that all of them reach the keys within
+    // a millisecond or so of each other, as the workers of a cluster do.
+    const script = `import { Effect, ConfigProvider } from "effect"; import { loadSettings } from ${JSON.stringify(config)};
+      while (Date.now() < Number(process.env.START_AT)) {}
+      const s = await Effect.runPromise(loadSettings(ConfigProvider.fromEnv()));
+      process.stdout.write(Buffer.from(s.jwtSecret).toString("hex") + ":" + s.paymentWebhookSecret)`
+    const child = (dataDir: string, startAt: number) =>
+      new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const env = { ...process.env, DATA_DIR: dataDir, START_AT: String(startAt) }
+        const p = spawn(process.execPath, ["--input-type=module", "-e", script], { env, cwd: process.cwd() })
+        let out = ""
+        let err = ""
+        p.stdout.on("data", (d) => (out += d))
+        p.stderr.on("data", (d) => (err += d))
+        p.on("exit", (code) => resolve({ code, out, err }))
+      })
+    for (let round = 0; round < 3; round++) {
+      const dir = tmp()
+      const startAt = Date.now() + 2_500
+      const started = await Promise.all(Array.from({ length: 6 }, () => child(dir, startAt)))
+      for (const r of started) expect(r.code, r.err).toBe(0)
+      expect(new Set(started.map((r) => r.out)).size).toBe(1)
+      // Nothing of the losers' own copies is left behind.
+      expect(fs.readdirSync(dir)).toEqual(["secrets.json"])
+    }
   })
 
   it("parses durations", () => {
