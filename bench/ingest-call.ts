@@ -1,0 +1,85 @@
+/**
+ * The MX's batch commit alone, on embedded PGlite: `ingest_batch_alone` (or another ingest
+ * function) called with N prepared ~2 KiB messages, many times, on this thread, so what PGlite's
+ * WebAssembly spends per batch and per message can be read without SMTP, the prepare thread or a
+ * busy event loop around it. Run it with the service's V8 flags to match what the service does.
+ *
+ *   node --no-wasm-tier-up --no-wasm-dynamic-tiering bench/ingest-call.ts
+ *   N=6 ROUNDS=300 FN=ingest_batch_bytes node … bench/ingest-call.ts
+ *   SQL=/tmp/variant.sql node … bench/ingest-call.ts   # SQL run first (a function variant, a dropped index)
+ *
+ * A variant that returns early at a chosen statement, run against the whole function, gives
+ * that statement's cost by difference; bench/REPORT.md (MX ingest, 2026-11-27 third session) has
+ * what that showed.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { prepareMessage } from "../effects/ingest/prepare.ts"
+import { batchParameters, type Prepared } from "../effects/ingest/store.ts"
+import type { KeptResolver } from "../effects/ingest/verdicts.ts"
+import { byteaInBinary } from "../src/db/pg-wire.ts"
+import { openPglite } from "../src/db/pglite.ts"
+import { loadMigrations } from "../src/db/migrate.ts"
+
+const N = Number(process.env.N ?? 10)
+const ROUNDS = Number(process.env.ROUNDS ?? 300)
+const FN = process.env.FN ?? "ingest_batch_alone"
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-ingest-call-"))
+const { source, pg, close } = await openPglite({ dataDir: dir })
+try {
+  const one = async (text: string, params?: ReadonlyArray<unknown>) => (await source.query(text, params))[0] as Record<string, unknown>
+  if (!(await one("SELECT to_regclass('inbound_messages')::text AS t")).t) for (const m of loadMigrations()) await pg.exec(m.sql)
+  const userId = Number((await one("INSERT INTO users (name, email, email_verified) VALUES ('bench', 'bench@example.co.tz', true) RETURNING id")).id)
+  await source.query(
+    "INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, 1000000000) ON CONFLICT (user_id) DO UPDATE SET balance_tzs = 1000000000",
+    [userId],
+  )
+  const addressId = Number((await one("INSERT INTO inbound_addresses (user_id, local_part) VALUES ($1, 'bench') RETURNING id", [userId])).id)
+
+  // What smtp-source sends, about 2 KiB: a few headers and forty lines of text.
+  const body = Array.from({ length: 40 }, (_, i) => `La de da de da ${i}. La de da de da de da de da.`).join("\r\n")
+  const raw = [
+    "From: <foo@sender.example>",
+    "To: <bench@inbox.localhost>",
+    "Date: Fri, 27 Nov 2026 06:00:00 +0000",
+    "Message-Id: <bench@sender.example>",
+    "Subject: hello",
+    "",
+    body,
+    "",
+  ].join("\r\n")
+  const noRecords: KeptResolver = async () => {
+    throw Object.assign(new Error("no record"), { code: "ENOTFOUND" })
+  }
+  const prepared = async (): Promise<Prepared> => {
+    const at = Date.now()
+    const message = await prepareMessage({
+      source: { _tag: "Memory", bytes: Buffer.from(raw) },
+      mailFrom: "foo@sender.example",
+      client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
+      mta: "mx.inbox.localhost",
+      id: "bench",
+      at,
+    }, noRecords)
+    const rcpt = "bench@inbox.localhost"
+    return { destinations: [{ addressId, userId, email: rcpt, retentionDays: 30, rcpt }], message, at: new Date(at) }
+  }
+  const batch = await Promise.all(Array.from({ length: N }, prepared))
+  for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await pg.exec(fs.readFileSync(file, "utf8"))
+
+  const call = () => {
+    const [json, bytes] = batchParameters(batch)
+    const blob = byteaInBinary(2, bytes)
+    return source.query(`SELECT ${FN}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
+  }
+  for (let i = 0; i < 50; i++) await call()
+  const started = performance.now()
+  for (let i = 0; i < ROUNDS; i++) await call()
+  const ms = (performance.now() - started) / ROUNDS
+  console.log(JSON.stringify({ fn: FN, messages: N, msPerCall: Number(ms.toFixed(3)), msPerMessage: Number((ms / N).toFixed(3)) }))
+} finally {
+  await close()
+  fs.rmSync(dir, { recursive: true, force: true })
+}
