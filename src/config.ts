@@ -31,16 +31,19 @@ const optionalString = (name: string) =>
 
 /**
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
- * commits) and the rest prepare mail, at most 4. On two cores or fewer with a PostgreSQL server,
- * none: the event loop and the server take both cores already, and a thread only adds a V8 heap of
- * its own and the hand-offs (measured on 2 cores: the same or +6 % msgs/s without it, and 50–120
- * MiB less peak RSS). Embedded PGlite keeps one there: its event loop also carries every
- * statement to and from PGlite's thread, and one-message sessions went 13 % faster with the
- * thread (bench/REPORT.md, MX ingest, 2026-11-26 afternoon); it starts with the first message,
- * so the idle RSS does not pay for it.
+ * commits) and the rest prepare mail, at most 4; on two cores or fewer, one. It starts with the
+ * first message, so the idle RSS does not pay for it, and large in-memory messages are prepared
+ * on the event loop anyway (src/ingest/prepare-pool.ts, `LOOP_PREPARE_BYTES`).
+ *
+ * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
+ * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
+ * the loop, one message per connection (200 sessions) went 1,019–1,068 → 1,184–1,329 msgs/s in
+ * five interleaved pairs, at the same CPU per message, and 2 KiB over 20 reused sessions −5 %
+ * (more CPU per message on a machine that also runs the database and the load); 100 KiB mail as
+ * before (bench/REPORT.md, MX ingest, 2026-11-27 third session). On PGlite the thread made
+ * one-message sessions 13 % faster (2026-11-26 afternoon).
  */
-export const defaultIngestThreads = (cores: number, embedded: boolean): number =>
-  cores <= 2 ? (embedded ? 1 : 0) : Math.min(4, cores - 1)
+export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 1 : Math.min(4, cores - 1))
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
@@ -164,7 +167,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (r.smtpMaxSessionsPerIp < 1) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
     }
-    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism(), Option.isNone(r.databaseUrl)))
+    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism()))
     if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }

@@ -14,11 +14,11 @@
  * - A thread that dies fails its jobs as defects (the SMTP side answers 451 and the sender
  *   retries); the next job starts a new one.
  */
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Effect, Exit, Layer } from "effect"
 import { Worker } from "node:worker_threads"
 import type { MalformedMessage } from "../../effects/ingest/parse.ts"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
-import { MessagePreparer, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
+import { MessagePreparer, type MessagePreparerShape, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
 
 type Outcome =
@@ -120,7 +120,30 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     }),
   )
 
-/** INGEST_THREADS worker threads, or the event loop itself when it is 0. */
+/**
+ * In-memory messages of this size or more are prepared on the event loop even where threads run.
+ * A 100 KiB message on a thread cost more than it saved: the thread's own V8 heap and malloc arena
+ * grew with the bodies it parsed, and the prepared bytes came back across. 100 KiB mail over 20
+ * sessions, interleaved pairs (bench/REPORT.md, MX ingest, 2026-11-27 third session): on PGlite
+ * 383 / 361 against 357 / 352 msgs/s at 3.7 against 4.5 ms of CPU per message and 349–353
+ * against 374–377 MiB peak; on PostgreSQL with a thread 396–414 msgs/s at 285–306 MiB, against
+ * 406–432 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
+ * messages (over 1 MiB, read from their file) still go to a thread: several ms of parsing each.
+ */
+export const LOOP_PREPARE_BYTES = 64 * 1024
+
+/** Large in-memory messages to `loop`, the rest (small, or spooled) to `threads`. */
+export const bySize = (threads: MessagePreparerShape, loop: MessagePreparerShape, loopBytes = LOOP_PREPARE_BYTES): MessagePreparerShape => ({
+  prepare: (job) => (job.source._tag === "Memory" && job.source.bytes.byteLength >= loopBytes ? loop : threads).prepare(job),
+})
+
+/** INGEST_THREADS worker threads for all but large in-memory mail (`bySize`), or the event loop alone when it is 0. */
 export const messagePreparerLayer = (threads: number): Layer.Layer<MessagePreparer, never, Dns> =>
-  threads > 0 ? preparePoolLayer(threads) : MessagePreparer.inProcess
+  threads === 0 ? MessagePreparer.inProcess : Layer.effect(
+    MessagePreparer,
+    Effect.gen(function*() {
+      const service = (layer: Layer.Layer<MessagePreparer, never, Dns>) => Effect.map(Layer.build(layer), (c) => Context.get(c, MessagePreparer))
+      return MessagePreparer.of(bySize(yield* service(preparePoolLayer(threads)), yield* service(MessagePreparer.inProcess)))
+    }),
+  )
 

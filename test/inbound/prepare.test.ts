@@ -16,7 +16,7 @@ import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
-import { preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
+import { bySize, LOOP_PREPARE_BYTES, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
 
 const fixture = (p: string) => fs.readFileSync(path.join(import.meta.dirname, "../../fixtures/mail/mail-gem", p))
 
@@ -231,7 +231,7 @@ describe("a prepare thread", () => {
       }))
   })
 
-  it("reads a spooled message from its file, on a thread and on the event loop (INGEST_THREADS=0, the default with PostgreSQL on 2 cores)", async () => {
+  it("reads a spooled message from its file, on a thread and on the event loop (INGEST_THREADS=0)", async () => {
     const dns = stubDns({ ms: 60_000 })
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
     const big = Buffer.concat([plain, Buffer.from("x".repeat(76) + "\r\n").fill(0x79, 0, 76)])
@@ -243,6 +243,41 @@ describe("a prepare thread", () => {
       expect(raw.subarray(raw.length - big.length).equals(big)).toBe(true)
       expect(text).toContain("y".repeat(76))
     }
+  })
+})
+
+describe("where a message is prepared (INGEST_THREADS > 0)", () => {
+  /** A preparer that only records which jobs it was given (by their transaction id). */
+  const recording = () => {
+    const ids: Array<string> = []
+    const shape: MessagePreparer["Service"] = { prepare: (j) => Effect.sync(() => ids.push(j.id)).pipe(Effect.andThen(Effect.die("not preparing"))) }
+    return { ids, shape }
+  }
+  const sized = (n: number, id: string) => job(Buffer.alloc(n, 0x61), { id })
+
+  it("sends large in-memory messages to the event loop, small and spooled ones to the threads", async () => {
+    const threads = recording()
+    const loop = recording()
+    const routed = bySize(threads.shape, loop.shape)
+    const jobs = [
+      sized(2 * 1024, "small"),
+      sized(LOOP_PREPARE_BYTES - 1, "just-under"),
+      sized(LOOP_PREPARE_BYTES, "at"),
+      sized(100 * 1024, "large"),
+      { ...job(plain, { id: "spooled" }), source: { _tag: "File" as const, path: "/nowhere.eml", size: 5 * 1024 * 1024 } },
+    ]
+    for (const j of jobs) await Effect.runPromiseExit(routed.prepare(j))
+    expect(threads.ids).toEqual(["small", "just-under", "spooled"])
+    expect(loop.ids).toEqual(["at", "large"])
+  })
+
+  it("prepares both kinds for real: the rows are those of the event loop alone", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const large = Buffer.concat([plain, Buffer.from("Habari za leo. ".repeat(5).concat("\r\n").repeat(1_000))])
+    expect(large.length).toBeGreaterThanOrEqual(LOOP_PREPARE_BYTES)
+    const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
+      withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach([plain, large], (m) => p.prepare(job(m))))
+    expect(await rows(messagePreparerLayer(1))).toEqual(await rows(MessagePreparer.inProcess))
   })
 })
 

@@ -17,8 +17,8 @@ const corpus = fs.readdirSync(corpusDir, { recursive: true, encoding: "utf8" })
   .filter((f) => f !== "LICENSE" && fs.statSync(path.join(corpusDir, f)).isFile())
   .sort()
 
-// Prepared on a thread and on the event loop (INGEST_THREADS=0, the default with PostgreSQL on 2
-// cores): the same mail, stored the same way.
+// Prepared on a thread and on the event loop (INGEST_THREADS=0; with threads, mail of 64 KiB or
+// more is prepared on the loop too): the same mail, stored the same way.
 describe.each([
   { ingestThreads: 1, where: "a prepare thread" },
   { ingestThreads: 0, where: "the event loop" },
