@@ -37,8 +37,8 @@ const optionalString = (name: string) =>
  *
  * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
  * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
- * the loop, one message per connection (200 sessions) went 1,019–1,068 → 1,184–1,329 msgs/s in
- * five interleaved pairs, at the same CPU per message, and 2 KiB over 20 reused sessions −5 %
+ * the loop, one message per connection (200 sessions, all 2 KiB, so on the thread either way) went
+ * 1,019–1,078 → 1,166–1,329 msgs/s in seven interleaved pairs, at the same CPU per message, and 2 KiB over 20 reused sessions −5 %
  * (more CPU per message on a machine that also runs the database and the load); 100 KiB mail as
  * before (bench/REPORT.md, MX ingest, 2026-11-27 third session). On PGlite the thread made
  * one-message sessions 13 % faster (2026-11-26 afternoon).

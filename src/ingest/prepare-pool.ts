@@ -127,7 +127,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
  * sessions, interleaved pairs (bench/REPORT.md, MX ingest, 2026-11-27 third session): on PGlite
  * 383 / 361 against 357 / 352 msgs/s at 3.7 against 4.5 ms of CPU per message and 349–353
  * against 374–377 MiB peak; on PostgreSQL with a thread 396–414 msgs/s at 285–306 MiB, against
- * 406–432 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
+ * 396–437 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
  * messages (over 1 MiB, read from their file) still go to a thread: several ms of parsing each.
  */
 export const LOOP_PREPARE_BYTES = 64 * 1024
