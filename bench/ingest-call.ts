@@ -15,12 +15,11 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { prepareMessage } from "../effects/ingest/prepare.ts"
-import { batchParameters, type Prepared } from "../effects/ingest/store.ts"
-import type { KeptResolver } from "../effects/ingest/verdicts.ts"
+import { batchParameters } from "../effects/ingest/store.ts"
 import { byteaInBinary } from "../src/db/pg-wire.ts"
 import { openPglite } from "../src/db/pglite.ts"
 import { loadMigrations } from "../src/db/migrate.ts"
+import { preparedFor } from "../test/support/inbound-fixtures.ts"
 
 const N = Number(process.env.N ?? 10)
 const ROUNDS = Number(process.env.ROUNDS ?? 300)
@@ -50,22 +49,8 @@ try {
     body,
     "",
   ].join("\r\n")
-  const noRecords: KeptResolver = async () => {
-    throw Object.assign(new Error("no record"), { code: "ENOTFOUND" })
-  }
-  const prepared = async (): Promise<Prepared> => {
-    const at = Date.now()
-    const message = await prepareMessage({
-      source: { _tag: "Memory", bytes: Buffer.from(raw) },
-      mailFrom: "foo@sender.example",
-      client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
-      mta: "mx.inbox.localhost",
-      id: "bench",
-      at,
-    }, noRecords)
-    const rcpt = "bench@inbox.localhost"
-    return { destinations: [{ addressId, userId, email: rcpt, retentionDays: 30, rcpt }], message, at: new Date(at) }
-  }
+  const rcpt = "bench@inbox.localhost"
+  const prepared = () => preparedFor(raw, [{ id: addressId, userId, email: rcpt }])
   const batch = await Promise.all(Array.from({ length: N }, prepared))
   for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await pg.exec(fs.readFileSync(file, "utf8"))
 

@@ -8,11 +8,9 @@
  * until the transaction ends.
  */
 import { Deferred, Effect, Fiber } from "effect"
-import type { DNSResolver } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../effects/apikeys/service.ts"
 import { MessageEvents } from "../../effects/ingest/events.ts"
-import { prepareMessage } from "../../effects/ingest/prepare.ts"
 import { commitAlone, commitBatch, type Prepared } from "../../effects/ingest/store.ts"
 import { IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -22,6 +20,7 @@ import { endTransaction, newSessionState, onMailFrom, onRecipient } from "../../
 import { createAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import { loggedTestDatabase } from "../support/db.ts"
+import { preparedFor } from "../support/inbound-fixtures.ts"
 import { balance, countMessages, createAddress, fund, plainMessage, query } from "../support/inbound.ts"
 
 /** Statements run through the Database port, by their first words. */
@@ -73,35 +72,16 @@ const withAttachment = [
   "",
 ].join("\r\n")
 
-/** Every DNS question answered "no such record": the verdicts are `none`, nothing is asked on the network. */
-const noRecords: DNSResolver = async () => {
-  throw Object.assign(new Error("no record"), { code: "ENOTFOUND" })
-}
-
 /**
- * A message as the writer gets it, prepared as the MX prepares it (./prepare.ts), for the given
- * address copies. `subject` replaces the stored subject as is, past the text rules (a way to make
- * one row unstorable).
+ * A message as the writer gets it (test/support/inbound-fixtures.ts). `subject` replaces the
+ * stored subject as is, past the text rules (a way to make one row unstorable).
  */
 const prepared = (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>, subject?: string) =>
-  Effect.promise(async () => {
-    const at = Date.now()
-    const message = await prepareMessage({
-      source: { _tag: "Memory", bytes: Buffer.from(raw) },
-      mailFrom: "asha@sender.example",
-      client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
-      mta: "mx.inbox.localhost",
-      id: "test",
-      at,
-    }, noRecords)
-    const p: Prepared = {
-      destinations: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
-      message: subject === undefined
-        ? message
-        : { ...message, row: new TextEncoder().encode(JSON.stringify({ ...JSON.parse(new TextDecoder().decode(message.row)), subject })) },
-      at: new Date(at),
-    }
-    return p
+  Effect.promise(async (): Promise<Prepared> => {
+    const p = await preparedFor(raw, copies)
+    if (subject === undefined) return p
+    const row = new TextEncoder().encode(JSON.stringify({ ...JSON.parse(new TextDecoder().decode(p.message.row)), subject }))
+    return { ...p, message: { ...p.message, row } }
   })
 
 const commit = (batch: ReadonlyArray<Prepared>) =>

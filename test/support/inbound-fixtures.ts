@@ -2,10 +2,14 @@
  * Inbound fixtures for the event-delivery tests: addresses and messages written with direct SQL
  * (only the columns of 004_inbound.sql that ingest guarantees), and a store step that calls the
  * MessageEvents subscribers exactly as ingest does: `stored` inside the storing transaction, and
- * what it answers run after the commit.
+ * what it answers run after the commit. Also a message as the ingest writer gets it
+ * (`preparedFor`), for the batch-commit tests and bench/ingest-call.ts.
  */
 import { Clock, Effect } from "effect"
 import { MessageEvents, type StoredMessage } from "../../effects/ingest/events.ts"
+import { prepareMessage } from "../../effects/ingest/prepare.ts"
+import type { Prepared } from "../../effects/ingest/store.ts"
+import type { KeptResolver } from "../../effects/ingest/verdicts.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import type { TestApp } from "./app.ts"
@@ -73,3 +77,26 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
   })
 
 export const storeMessage = (api: TestApp, input: MessageInput): Promise<StoredMessage> => api.run(storeMessageEffect(input))
+
+/** Every DNS question answered "no such record": the verdicts are `none`, nothing is asked on the network. */
+export const noRecords: KeptResolver = async () => {
+  throw Object.assign(new Error("no record"), { code: "ENOTFOUND" })
+}
+
+/** A message as the ingest writer gets it, prepared as the MX prepares it, for the given address copies. */
+export const preparedFor = async (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>): Promise<Prepared> => {
+  const at = Date.now()
+  const message = await prepareMessage({
+    source: { _tag: "Memory", bytes: Buffer.from(raw) },
+    mailFrom: "asha@sender.example",
+    client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
+    mta: "mx.inbox.localhost",
+    id: "test",
+    at,
+  }, noRecords)
+  return {
+    destinations: copies.map((c) => ({ addressId: c.id, userId: c.userId, email: c.email, retentionDays: 30, rcpt: c.email })),
+    message,
+    at: new Date(at),
+  }
+}
