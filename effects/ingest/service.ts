@@ -15,7 +15,7 @@
  * report first and then stored for its mailboxes, so a failure of the report answers a
  * temporary error before anything is stored or charged (the retry then stores it once).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Exit, Layer } from "effect"
 import { type DomainSuspended, UnknownRecipient } from "../addresses/errors.ts"
 import type { Destination } from "../addresses/schema.ts"
 import { PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
@@ -25,6 +25,7 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DbError } from "../ports/Database.ts"
 import { MimeBlobs } from "../ports/MimeBlobs.ts"
 import { randomHex } from "../shared/crypto.ts"
+import { freeBytes } from "../shared/free-bytes.ts"
 import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import type { MalformedMessage } from "./parse.ts"
@@ -154,15 +155,20 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         const at = Number(yield* Clock.currentTimeMillis)
         const id = transactionId()
         const blob = blobs.placeFor(id, at, message.size)
+        const source = message.source()
         const prepared = yield* preparer.prepare({
-          source: message.source(),
+          source,
           mailFrom: d.mailFrom,
           client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
           mta: config.mxHost,
           id,
           at,
           ...(blob ? { blob } : {}),
-        })
+        }).pipe(
+          // Prepared here or on a thread (its copy then moved there, and this one is already empty),
+          // those bytes are read by nobody else. Not on interruption: the parse may still be reading.
+          Effect.onExit((exit) => (Exit.hasInterrupts(exit) ? Effect.void : Effect.sync(() => freeBytes(source._tag === "Memory" ? source.bytes : undefined)))),
+        )
         return { destinations: destinations.map((r) => ({ ...r, rcpt: pgSafe(r.rcpt) })), message: prepared, at: new Date(at) } satisfies Prepared
       })
 

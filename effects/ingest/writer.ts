@@ -31,6 +31,7 @@ import { Context, Deferred, Effect, Exit, Layer, Queue, Schedule } from "effect"
 import type { UnknownRecipient } from "../addresses/errors.ts"
 import type { InsufficientBalance } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
+import { freeBytes } from "../shared/free-bytes.ts"
 import { MessageEvents, type StoredMessage } from "./events.ts"
 import { Recipients } from "./recipients.ts"
 import { busyAddresses } from "./busy-addresses.ts"
@@ -128,7 +129,16 @@ export const makeIngestWriter = Effect.gen(function*() {
   }
 
   // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
-  const settle = (jobs: ReadonlyArray<Job>) => Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true })
+  // Then, every sender answered and no retry left, the messages' bytes and rows are freed.
+  const settle = (jobs: ReadonlyArray<Job>) =>
+    Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true }).pipe(
+      Effect.andThen(Effect.sync(() => {
+        for (const { prepared } of jobs) {
+          freeBytes(prepared.message.bytes)
+          freeBytes(prepared.message.row)
+        }
+      })),
+    )
 
   yield* Effect.forkScoped(Effect.forever(
     Effect.gen(function*() {

@@ -14,6 +14,7 @@
 import { parentPort, workerData } from "node:worker_threads"
 import { openPglite, type PgliteOptions } from "./pglite.ts"
 import type { Reserved } from "./connection.ts"
+import { freeBytes } from "../../effects/shared/free-bytes.ts"
 
 const port = parentPort!
 
@@ -76,7 +77,10 @@ try {
     }
     // Every request starts as it arrives: PGlite queues statements in call order, and the
     // adapter's lock orders transactions against plain statements.
-    run(m).then(
+    run(m).finally(() => {
+      // The statement's bytes are this thread's own copy or were moved here: PGlite has read them.
+      if (m.op === "query") for (const p of m.params ?? []) if (p instanceof Uint8Array) freeBytes(p)
+    }).then(
       (value) => port.postMessage({ id: m.id, ok: true, value }),
       (e: unknown) => port.postMessage({ id: m.id, ok: false, error: errorFields(e) }),
     )

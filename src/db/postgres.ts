@@ -18,6 +18,7 @@
  */
 import postgres from "postgres"
 import type { ByteaParameter, Row } from "../../effects/ports/Database.ts"
+import { freeBytes } from "../../effects/shared/free-bytes.ts"
 import { fifo } from "../../effects/shared/fifo.ts"
 import type { ConnectionSource } from "./connection.ts"
 import { type LaneOptions, statementLanes } from "./statement-lanes.ts"
@@ -136,10 +137,12 @@ const bytesView = (v: unknown): Buffer =>
  * each pass over it (encoding, measuring, writing, two concatenations) costs per character, 4/3 per
  * byte here against 2 for bytea's hex. 100 KiB mail: +18 % msgs/s, 0.7 ms less CPU per message.
  */
-const byteaAsBase64 = (n: number, bytes: Uint8Array): ByteaParameter => ({
-  sql: `decode($${n}::text, 'base64')`,
-  value: bytesView(bytes).toString("base64"),
-})
+const byteaAsBase64 = (n: number, bytes: Uint8Array, handOver?: boolean): ByteaParameter => {
+  const value = bytesView(bytes).toString("base64")
+  // Handed over (an ingest batch's blob): nobody reads those bytes again, only their text.
+  if (handOver) freeBytes(bytes)
+  return { sql: `decode($${n}::text, 'base64')`, value }
+}
 
 export const openPostgres = (options: PostgresOptions): { source: ConnectionSource; close: () => Promise<void> } => {
   const max = options.max ?? 16

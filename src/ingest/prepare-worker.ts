@@ -13,6 +13,7 @@ import type { DNSResolver } from "mailauth"
 import { parentPort } from "node:worker_threads"
 import type { Authenticated } from "../../effects/ingest/authenticate.ts"
 import { type PrepareJob, prepareMessage } from "../../effects/ingest/prepare.ts"
+import { freeBytes } from "../../effects/shared/free-bytes.ts"
 import { type KeptResolver, makeVerdictMemo } from "../../effects/ingest/verdicts.ts"
 import { jobQueue } from "./job-queue.ts"
 
@@ -68,7 +69,8 @@ const verdicts = makeVerdictMemo<Authenticated>()
 const RUNNING_MAX = 2
 
 const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
-  prepareMessage(job, resolver, verdicts).then(
+  // The job's bytes were moved here and are read by nobody once it is prepared.
+  prepareMessage(job, resolver, verdicts).finally(() => freeBytes(job.source._tag === "Memory" ? job.source.bytes : undefined)).then(
     // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
     (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer]),
     (e: unknown) =>

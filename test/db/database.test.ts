@@ -133,6 +133,22 @@ describe("Database port", () => {
     )
   })
 
+  it("takes over bytes handed over (db.bytea(n, bytes, true)): sent whole, the caller's copy gone; bytes not handed over stay", async () => {
+    const bytes = new Uint8Array(64 * 1024).map((_, i) => i % 251)
+    const expected = Buffer.from(bytes)
+    const kept = new Uint8Array(4096).fill(7)
+    const [row] = await api.run(Database.use((db) => {
+      const a = db.bytea(1, bytes, true)
+      const b = db.bytea(2, kept)
+      return db.query<{ a: Uint8Array; b: Uint8Array }>(`SELECT ${a.sql} AS a, ${b.sql} AS b`, [a.value, b.value])
+    }))
+    expect(Buffer.from(row!.a).equals(expected)).toBe(true)
+    expect(Buffer.from(row!.b).equals(Buffer.alloc(4096, 7))).toBe(true)
+    // Moved to PGlite's thread, or freed once encoded for a PostgreSQL server: never read again here.
+    expect(bytes.byteLength).toBe(0)
+    expect(kept.byteLength).toBe(4096)
+  })
+
   it("applies migrations once when two instances start together", async () => {
     if (!testDatabaseUrl) {
       // PGlite is single-process; the same code path is exercised on PostgreSQL in CI.

@@ -391,6 +391,42 @@ describe("the writer", () => {
   })
 })
 
+describe("the writer's memory", () => {
+  it("frees each message's bytes and row once it is answered, and not before: a bad message's batch-mates, retried alone, are stored whole", async () => {
+    const a = await account(1000)
+    const raws = [withAttachment, plainMessage({ subject: "m1" }), plainMessage({ subject: "m2", body: "Habari 😀" })]
+    const { batch, results } = await app.run(Effect.gen(function*() {
+      const writer = yield* IngestWriter
+      const batch = yield* Effect.forEach(raws, (raw, i) => prepared(raw, [copyOf(a)], i === 1 ? "bad\u0000" : undefined))
+      const results = yield* Effect.forEach(batch, (p) => Effect.result(writer.submit(p)), { concurrency: "unbounded" })
+      return { batch, results }
+    }))
+    expect(results.map((r) => r._tag)).toEqual(["Success", "Failure", "Success"])
+    for (const k of [0, 2]) {
+      const r = results[k]!
+      if (r._tag !== "Success") throw new Error("stored")
+      const [row] = await query<{ raw: Uint8Array }>(
+        app,
+        "SELECT x.raw FROM inbound_messages m JOIN inbound_mime x ON x.id = m.mime_id WHERE m.id = $1",
+        [r.success[0]!.id],
+      )
+      const raw = Buffer.from(row!.raw)
+      expect(raw.subarray(raw.length - Buffer.byteLength(raws[k]!)).toString("utf8")).toBe(raws[k])
+    }
+    const pdfPart = await query<{ content: Uint8Array }>(
+      app,
+      "SELECT t.content FROM inbound_attachments t JOIN inbound_messages m ON m.mime_id = t.mime_id WHERE m.id = $1",
+      [(results[0] as { success: ReadonlyArray<{ id: number }> }).success[0]!.id],
+    )
+    expect(Buffer.from(pdfPart[0]!.content).equals(Buffer.from(pdf, "base64"))).toBe(true)
+    // Answered, the three gave their memory back (the bad one too).
+    for (const p of batch) {
+      expect(p.message.bytes.byteLength).toBe(0)
+      expect(p.message.row.byteLength).toBe(0)
+    }
+  })
+})
+
 describe("the writer's batches", () => {
   it("commit what is ready at once, and what arrives during a commit goes together in the next one", async () => {
     const a = await account(1000)
