@@ -35,13 +35,36 @@ interface Job {
 
 const MAX_ATTEMPTS = 3
 
+/**
+ * Where the loop is (real time passes in its database I/O even under a TestClock): `busy` while
+ * a round claims and handles, `rounds` counts the rounds that ended. After a round ends the loop
+ * goes straight to its sleep, with no more I/O.
+ */
+interface Progress {
+  busy: boolean
+  rounds: number
+}
+
 /** A queue whose handler always fails and reschedules with the real delivery schedule. */
-const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job, Database> => {
+const failingSpec = (queue: string, seen?: Queue.Queue<number>, progress?: Progress): WorkerSpec<Job, Database> => {
   const claim = claimDue<Job>({ table: "test_jobs", dueColumn: "next_attempt_at", statuses: ["pending", "retrying"], lease: "30 seconds" })
+  const ended = () => {
+    if (!progress) return
+    progress.busy = false
+    progress.rounds++
+  }
   return {
     name: queue,
     pollInterval: "250 millis",
-    claim: (now, limit) => Effect.map(claim(now, limit), (rows) => rows.filter((r: any) => r.queue === queue)),
+    claim: (now, limit) =>
+      Effect.suspend(() => {
+        if (progress) progress.busy = true
+        return Effect.map(claim(now, limit), (rows) => {
+          const mine = rows.filter((r: any) => r.queue === queue)
+          if (mine.length === 0) ended()
+          return mine
+        })
+      }),
     handle: (job) =>
       Effect.gen(function*() {
         const db = yield* Database
@@ -54,6 +77,7 @@ const failingSpec = (queue: string, seen?: Queue.Queue<number>): WorkerSpec<Job,
           [job.id, attempt, now, Option.isNone(delay) ? "failed" : "retrying", new Date(now + Option.match(delay, { onNone: () => 0, onSome: Duration.toMillis }))],
         )
         if (seen) yield* Queue.offer(seen, attempt)
+        ended()
       }),
   }
 }
@@ -97,16 +121,31 @@ describe("worker pattern", () => {
       const signals = yield* WorkSignals
       yield* TestClock.setTime(2_000_000)
       const id = yield* insertJob("loop", 2_000_000)
-      const fiber = yield* Effect.forkChild(runWorker(failingSpec("loop", seen)))
-      yield* signals.notify("loop")
+      const progress: Progress = { busy: false, rounds: 0 }
+      // Real time, while the loop's database I/O runs (at most 10 s).
+      const until = (done: () => boolean) =>
+        TestClock.withLive(Effect.gen(function*() {
+          while (!done()) yield* Effect.sleep("2 millis")
+        }).pipe(Effect.timeout("10 seconds"), Effect.orDie))
+      const asleep = Effect.andThen(until(() => !progress.busy), TestClock.withLive(Effect.sleep("5 millis")))
+      const fiber = yield* Effect.forkChild(runWorker(failingSpec("loop", seen, progress)))
+      // Its first round takes the due job at once.
       expect(yield* Queue.take(seen)).toBe(1)
-      // Move the clock one poll interval at a time, letting the loop's database I/O (real
-      // time) finish and the loop reach its next sleep before each step, as a real clock would.
+      // Asleep until the next poll, a signal wakes it for another round with the clock unmoved.
+      yield* asleep
+      const woken = progress.rounds
+      yield* signals.notify("loop")
+      yield* until(() => progress.rounds > woken)
+      // Move the clock one poll interval at a time, as a real clock would: each step only once
+      // the loop is asleep again (its round over, then a moment to reach the sleep), and the next
+      // only once the round this step woke has ended. However slow the database, no step is lost.
       const advance = (ms: number) =>
         Effect.gen(function*() {
           for (let t = 0; t < ms; t += 250) {
-            yield* TestClock.withLive(Effect.sleep("40 millis"))
+            yield* asleep
+            const before = progress.rounds
             yield* TestClock.adjust("250 millis")
+            yield* until(() => progress.rounds > before)
           }
         })
       yield* advance(1000)
