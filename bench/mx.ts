@@ -17,6 +17,7 @@
  *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
  *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
  *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
+ *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
  */
 import { ConfigProvider, Effect } from "effect"
 import * as fs from "node:fs"

@@ -41,7 +41,8 @@ export interface DatabaseShape {
    * for megabytes: an ingest batch). PGlite binds bytes in binary; postgres.js sends parameters as
    * text only, where base64 that the server decodes is 4/3 of the bytes against 2 for bytea's hex.
    * `handOver`: the caller never reads or writes `bytes` again, so an adapter whose database runs
-   * on another thread may move them there (the caller's view is emptied) instead of copying.
+   * on another thread may move them there instead of copying, and one that encodes them frees them
+   * once encoded (either way the caller's view is emptied).
    */
   readonly bytea: (n: number, bytes: Uint8Array, handOver?: boolean) => ByteaParameter
   /** Which engine is behind the port; tests and benchmarks report it. */

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Interleaved A/B runs of one MX case: two checkouts (say the session's start and its head, as git
+# worktrees sharing one node_modules), alternated round by round, so a host that speeds up or
+# slows down mid-way weighs on both alike. On a noisy machine single runs differ by up to 40 % in
+# CPU per message (bench/REPORT.md, MX ingest, 2026-11-27 fourth session); compare medians of
+# pairs, never two single runs.
+#
+#   bench/ab.sh DIR_A DIR_B ENGINE CASE ROUNDS [ENV_A_JSON] [ENV_B_JSON]
+#   git worktree add -f /tmp/base 7d32a05 && ln -s "$PWD/node_modules" /tmp/base/node_modules
+#   bench/ab.sh /tmp/base . postgres large 4
+#   bench/ab.sh . . pglite reuse 3 '{}' '{"INGEST_THREADS":"0"}'
+#
+# ENGINE: pglite | postgres; CASE: reuse | once | large (bench/mx.ts); one account, no peers.
+# Prints one line per run; each run's whole output is kept in $AB_LOGS (default /tmp/ab-logs).
+set -u
+dirA=$1 dirB=$2 engine=$3 case=$4 rounds=$5 envA=${6:-'{}'} envB=${7:-'{}'}
+logs=${AB_LOGS:-/tmp/ab-logs}
+mkdir -p "$logs"
+for r in $(seq 1 "$rounds"); do
+  for side in A B; do
+    if [ "$side" = A ]; then dir=$dirA env=$envA; else dir=$dirB env=$envB; fi
+    log="$logs/$engine-$case-$side-$r-$(date +%s).log"
+    (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS=1 \
+      timeout 600 npm run bench -- mx >"$log" 2>&1)
+    line=$(grep '^{"load' "$log" | sed 's/.*account","//')
+    echo "$side $r ${line:-FAILED (see $log)}"
+    # A run that failed half-way may leave its service behind, holding the ports.
+    for p in $(pgrep -f "node.*src/main.ts"); do kill -TERM "$p"; done
+    sleep 1
+  done
+done
