@@ -10,6 +10,7 @@
 import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
 import type { Readable } from "node:stream"
 import { CharsetDecoder } from "./charsets.ts"
+import { makeQuickParser, type QuickMail } from "./mime-quick.ts"
 import { pgSafe } from "./text.ts"
 
 export interface ParsedAttachment {
@@ -68,7 +69,7 @@ export const headerLinesOf = (block: string): Array<{ key: string; line: string 
     line,
   }))
 
-const PARSER_OPTIONS = {
+export const PARSER_OPTIONS = {
   // Keep cid: links so inline images stay attachments instead of data: URLs in the HTML.
   keepCidLinks: true,
   skipTextToHtml: true,
@@ -77,17 +78,27 @@ const PARSER_OPTIONS = {
   Iconv: CharsetDecoder as unknown as SimpleParserOptions["Iconv"],
 } as SimpleParserOptions
 
+/** The common shapes of mail in one synchronous pass (./mime-quick.ts), the same result as mailparser's. */
+const quickParse = makeQuickParser(PARSER_OPTIONS as Record<string, unknown>)
+
+/** What is read of a parse: mailparser's result, or the quick parse's (the same fields). */
+type Mail = Pick<QuickMail, "from" | "subject" | "messageId" | "headerLines"> & {
+  readonly text?: string | undefined
+  readonly html?: string | false | undefined
+  readonly attachments: ReadonlyArray<{ filename?: string | undefined; contentType: string; cid?: string | undefined; contentId?: string | undefined; content: Buffer }>
+}
+
 /**
- * Parses a message (a buffer parses faster than a stream of it; a spooled message comes as a
- * stream). `prefix`: header lines that go in front of the message's own in the header map (the
- * trace this MX wrote), so the body is never copied to put them in front of it. Rejects when
- * mailparser gives up.
+ * Parses a message (a buffer parses faster than a stream of it, and the common shapes of mail in
+ * a buffer skip mailparser's streams altogether; a spooled message comes as a stream). `prefix`:
+ * header lines that go in front of the message's own in the header map (the trace this MX
+ * wrote), so the body is never copied to put them in front of it. Rejects when mailparser gives up.
  */
 export const parseMail = async (
   source: Buffer | Readable,
   prefix: ReadonlyArray<{ key: string; line: string }> = [],
 ): Promise<ParsedMessage> => {
-  const mail = await simpleParser(source, PARSER_OPTIONS)
+  const mail: Mail = (Buffer.isBuffer(source) ? quickParse(source) : undefined) ?? (await simpleParser(source, PARSER_OPTIONS))
   return {
     from: pgSafe(addressText(mail.from)),
     subject: pgSafe(mail.subject ?? ""),

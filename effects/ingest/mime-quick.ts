@@ -1,0 +1,246 @@
+/**
+ * The common shapes of mail parsed in one synchronous pass, with exactly the result mailparser's
+ * `simpleParser` gives for them; `undefined` for anything else, which then goes to mailparser.
+ *
+ * Why: for a 2 KiB message mailparser's streams (a Transform per MIME node, a `setImmediate` per
+ * chunk, every header decoded) were ~60 % of a prepare thread's CPU, the largest piece of the
+ * MX's per-message cost after the socket writes (bench/REPORT.md, MX ingest, 2026-11-27 fifth
+ * session). The shapes taken here:
+ * - a single text/plain part (no Content-Type at all counts as one);
+ * - multipart/alternative whose children are all inline text/plain or text/html parts.
+ * Each text part must be UTF-8 or ASCII, not format=flowed, in 7bit/8bit/binary,
+ * quoted-printable or well-formed base64. Attachments, other charsets, nesting, HTML-only mail
+ * (whose text mailparser derives from the HTML) and anything irregular (a missing closing
+ * boundary, a header-only part, overlong lines or header blocks) are left to mailparser.
+ *
+ * Exactness comes from doing what mailparser does with its own pieces: mailsplit's MimeNode reads
+ * each header block (content type, charset, encoding, disposition, the raw header lines), its
+ * transfer decoders decode the bodies, MailParser's own header processing gives From, Subject and
+ * Message-ID, and the boundary lines are matched as mailsplit's splitter matches them.
+ * test/inbound/mime-quick.test.ts compares the two over the mail corpus and generated mail.
+ */
+import mailsplit from "@zone-eu/mailsplit"
+import type { AddressObject } from "mailparser"
+import { MailParser } from "mailparser"
+
+/** What this module gives: the part of simpleParser's result that ./mime.ts reads. */
+export interface QuickMail {
+  readonly from?: AddressObject
+  readonly subject?: string
+  readonly messageId?: string
+  readonly text?: string
+  readonly html?: string
+  readonly headerLines: ReadonlyArray<{ key: string; line: string }>
+  readonly attachments: ReadonlyArray<never>
+}
+
+type MimeNode = InstanceType<typeof mailsplit.MimeNode>
+interface HeaderProcessor {
+  processHeaders(lines: ReadonlyArray<{ key: string; line: string }>): Map<string, unknown>
+}
+
+/** Past this a header block is left to mailparser (its own limit, 1 MiB, must stay mailparser's to enforce). */
+const HEAD_LIMIT = 64 * 1024
+/**
+ * Past this a line of a multipart message is left to mailparser: mailsplit flushes lines of
+ * 64 KiB or more in pieces and never reads their rest as a boundary.
+ */
+const LINE_LIMIT = 32 * 1024
+/** mailsplit's BOUNDARY_LINE_SUFFIX: "--" prefix, "--" suffix, CRLF. */
+const BOUNDARY_LINE_SUFFIX = 6
+/** The root headers mailparser's result is read from here. */
+const RESULT_HEADERS = new Set(["from", "subject", "message-id"])
+
+const LF = 0x0a
+const CR = 0x0d
+const DASH = 0x2d
+
+/** mailsplit's MessageSplitter.compareBoundary: 1 a delimiter, 2 the closing one, else false. */
+const compareBoundary = (line: Buffer, start: number, boundary: Buffer): 1 | 2 | false => {
+  if (line.length < boundary.length + 3 + start || line.length > boundary.length + BOUNDARY_LINE_SUFFIX + start) return false
+  for (let i = 0; i < boundary.length; i++) if (line[i + 2 + start] !== boundary[i]) return false
+  let pos = 0
+  for (let i = boundary.length + 2 + start; i < line.length; i++) {
+    const c = line[i]
+    if (pos === 0 && (c === CR || c === LF)) return 1
+    if ((pos === 0 || pos === 1) && c !== DASH) return false
+    if (pos === 2 && c !== CR && c !== LF) return false
+    if (pos === 3 && c !== LF) return false
+    pos++
+  }
+  return 2
+}
+
+/** mailsplit's checkBoundary against one boundary: a leading CR, LF or CRLF is skipped first. */
+const boundaryLine = (line: Buffer, boundary: Buffer): 1 | 2 | false => {
+  let start = 0
+  if (line.length >= 1 && (line[0] === CR || line[0] === LF)) {
+    start++
+    if (line.length >= 2 && line[0] === CR && line[1] === LF) start++
+  }
+  if (line.length < 4 || line[start] !== DASH || line[start + 1] !== DASH) return false
+  return compareBoundary(line, start, boundary)
+}
+
+/** Whether `line` (with its line ending) ends a header block, as mailsplit decides it. */
+const isBlank = (buf: Buffer, from: number, to: number) => to - from === 1 ? buf[from] === LF : to - from === 2 && buf[from] === CR && buf[from + 1] === LF
+
+/** End of the line starting at `from` (after its LF, or the end of the buffer). */
+const lineEnd = (buf: Buffer, from: number) => {
+  const nl = buf.indexOf(LF, from)
+  return nl < 0 ? buf.length : nl + 1
+}
+
+/**
+ * The transfer-decoded bytes, through mailsplit's own decoder for the node's encoding, run at once
+ * on the whole body (mailparser runs it on the body's chunks: the same bytes for the encodings
+ * taken here). Undefined for base64 that is not well formed, where chunking could matter.
+ */
+const transferDecoded = (node: MimeNode, body: Buffer): Buffer | undefined => {
+  if (node.encoding === "base64") {
+    const text = body.toString("latin1")
+    // The decoder reads the bytes as ASCII (top bit dropped) and keeps only the alphabet.
+    if (/[^\x00-\x7f]/.test(text)) return undefined
+    const b64 = text.replace(/[^a-zA-Z0-9+/=]/g, "")
+    if (b64.length % 4 !== 0 || !/^[a-zA-Z0-9+/]*={0,2}$/.test(b64)) return undefined
+  } else if (node.encoding !== "quoted-printable") return body
+  const decoder = node.getDecoder() as unknown as {
+    push: (b: Buffer | null) => boolean
+    _transform: (chunk: Buffer, encoding: string, done: () => void) => void
+    _flush: (done: () => void) => void
+  }
+  const out: Array<Buffer> = []
+  // Both decoders push synchronously from _transform/_flush (their `done` only paces the stream).
+  decoder.push = (b) => (b && out.push(b), true)
+  decoder._transform(body, "buffer", () => undefined)
+  decoder._flush(() => undefined)
+  return Buffer.concat(out)
+}
+
+/** A text part's content as mailparser's `textContent`, or undefined when mailparser would decode it otherwise. */
+const textOf = (node: MimeNode, body: Buffer): string | undefined => {
+  if (node.flowed) return undefined
+  const charset = (node.charset || "utf-8").toLowerCase().replace(/[^a-z0-9]+/g, "")
+  if (charset !== "ascii" && charset !== "usascii" && charset !== "utf8") return undefined
+  return transferDecoded(node, body)?.toString().replace(/\r?\n/g, "\n")
+}
+
+/** Inline text/plain or text/html, as mailparser's createNode classifies a non-multipart node. */
+const inlineTextType = (node: MimeNode, root: boolean): "text/plain" | "text/html" | undefined => {
+  const type = node.contentType || (root ? "text/plain" : false)
+  if (type !== "text/plain" && type !== "text/html") return undefined
+  if (node.disposition && node.disposition !== "inline") return undefined
+  return type
+}
+
+export const makeQuickParser = (options: Record<string, unknown>) => {
+  const headerProcessor = new MailParser(options) as unknown as HeaderProcessor
+
+  const nodeOf = (buf: Buffer, from: number, to: number, parent: MimeNode | false): MimeNode => {
+    const node = new mailsplit.MimeNode(parent, options)
+    node.addHeaderChunk(buf.subarray(from, to))
+    node.parseHeaders()
+    return node
+  }
+
+  /** The offset after the root's header block, or -1 (no empty line, or too long). */
+  const rootHeadEnd = (buf: Buffer): number => {
+    let pos = 0
+    while (pos < buf.length && pos <= HEAD_LIMIT) {
+      const end = lineEnd(buf, pos)
+      if (end === buf.length && buf[end - 1] !== LF) return -1
+      if (isBlank(buf, pos, end)) return end
+      pos = end
+    }
+    return -1
+  }
+
+  /** The parts of multipart/alternative `root` (its body from `start`), or undefined when irregular. */
+  const alternatives = (buf: Buffer, start: number, root: MimeNode): Array<{ node: MimeNode; body: Buffer }> | undefined => {
+    const boundary = root._boundary
+    if (!boundary) return undefined
+    const parts: Array<{ node: MimeNode; body: Buffer }> = []
+    let state: "preamble" | "head" | "body" = "preamble"
+    let headFrom = 0
+    let node: MimeNode | undefined
+    let bodyFrom = 0
+    let pos = start
+    while (pos < buf.length) {
+      const end = lineEnd(buf, pos)
+      if (end - pos > LINE_LIMIT) return undefined
+      const line = buf.subarray(pos, end)
+      const found = boundaryLine(line, boundary)
+      if (state === "preamble") {
+        // A closing delimiter before any part is one mailsplit skips; left to it.
+        if (found === 2) return undefined
+        if (found === 1) {
+          state = "head"
+          headFrom = end
+        }
+      } else if (state === "head") {
+        if (found) return undefined
+        if (end - headFrom > HEAD_LIMIT) return undefined
+        if (isBlank(buf, pos, end)) {
+          node = nodeOf(buf, headFrom, end, root)
+          if (node.multipart || node.contentType === "message/rfc822") return undefined
+          state = "body"
+          bodyFrom = end
+        }
+      } else if (found) {
+        // The line ending before a delimiter belongs to the delimiter. But mailsplit keeps a
+        // body that is nothing but one line ending whole when the next part follows (its
+        // splitter pushes the group's first line as it came when nothing is left after the trim).
+        let bodyTo = pos
+        if (bodyTo > bodyFrom && buf[bodyTo - 1] === LF) bodyTo--
+        if (bodyTo > bodyFrom && buf[bodyTo - 1] === CR) bodyTo--
+        if (bodyTo === bodyFrom && found === 1) bodyTo = pos
+        parts.push({ node: node!, body: buf.subarray(bodyFrom, bodyTo) })
+        if (found === 2) return parts // the rest is the epilogue
+        state = "head"
+        headFrom = end
+      }
+      pos = end
+    }
+    return undefined // no closing delimiter
+  }
+
+  /** The message parsed as simpleParser would, or undefined when it is not one of the shapes taken here. */
+  return (buf: Buffer): QuickMail | undefined => {
+    const headEnd = rootHeadEnd(buf)
+    if (headEnd < 0) return undefined
+    const root = nodeOf(buf, 0, headEnd, false)
+    const headers = root.headers as unknown as { lines: Array<{ key: string; line: string }> }
+
+    let text: Array<string> = []
+    const html: Array<string> = []
+    if (root.multipart) {
+      if (root.contentType !== "multipart/alternative") return undefined
+      const parts = alternatives(buf, headEnd, root)
+      if (!parts) return undefined
+      for (const { node, body } of parts) {
+        const type = inlineTextType(node, false)
+        if (!type) return undefined
+        const content = textOf(node, body)
+        if (content === undefined) return undefined
+        // In an alternative neither kind is derived from the other; empty parts add nothing.
+        if (content) (type === "text/plain" ? text : html).push(content)
+      }
+    } else {
+      if (inlineTextType(root, true) !== "text/plain" || root.contentType === "message/rfc822") return undefined
+      const content = textOf(root, buf.subarray(headEnd))
+      if (content === undefined) return undefined
+      if (content) text = [content]
+    }
+
+    const values = headerProcessor.processHeaders(headers.lines.filter((l) => RESULT_HEADERS.has(l.key)))
+    return {
+      from: values.get("from") as AddressObject | undefined,
+      subject: values.get("subject") as string | undefined,
+      messageId: values.get("message-id") as string | undefined,
+      ...(text.length > 0 ? { text: text.join("\n") } : {}),
+      ...(html.length > 0 ? { html: html.join("<br/>\n") } : {}),
+      headerLines: headers.lines,
+      attachments: [],
+    }
+  }
+}
