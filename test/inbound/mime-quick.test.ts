@@ -174,7 +174,8 @@ describe("the quick MIME parse", () => {
       text: utf8Text,
       mangle: fc.nat({ max: 5 }),
     })
-    const partLines = (p: fc.Fixture<typeof part>, e: string, root: boolean) => [
+    type Part = typeof part extends fc.Arbitrary<infer T> ? T : never
+    const partLines = (p: Part, e: string, root: boolean) => [
       ...(p.type || !root ? [`Content-Type: ${p.type}${p.charset}`] : []),
       ...(p.cte ? [`Content-Transfer-Encoding: ${p.cte}`] : []),
       ...(p.disposition ? [`Content-Disposition: ${p.disposition}`] : []),
