@@ -79,7 +79,16 @@ export const PARSER_OPTIONS = {
 } as SimpleParserOptions
 
 /** The common shapes of mail in one synchronous pass (./mime-quick.ts), the same result as mailparser's. */
-const quickParse = makeQuickParser(PARSER_OPTIONS as Record<string, unknown>)
+const quickParser = makeQuickParser(PARSER_OPTIONS as Record<string, unknown>)
+
+/** The quick parse, or undefined; a throw there (hostile input it did not foresee) leaves the message to mailparser, which decides. */
+export const quickParse = (source: Buffer): QuickMail | undefined => {
+  try {
+    return quickParser(source)
+  } catch {
+    return undefined
+  }
+}
 
 /** What is read of a parse: mailparser's result, or the quick parse's (the same fields). */
 type Mail = Pick<QuickMail, "from" | "subject" | "messageId" | "headerLines"> & {

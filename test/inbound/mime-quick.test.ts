@@ -12,7 +12,7 @@ import { simpleParser } from "mailparser"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { parseMail, PARSER_OPTIONS } from "../../effects/ingest/mime.ts"
+import { parseMail, PARSER_OPTIONS, quickParse } from "../../effects/ingest/mime.ts"
 import { makeQuickParser } from "../../effects/ingest/mime-quick.ts"
 
 const RUNS = Number(process.env.QUICK_MIME_RUNS ?? 1000)
@@ -129,6 +129,14 @@ describe("the quick MIME parse", () => {
       crlf(["Content-Type: multipart/alternative; boundary=b", "", "--b", "Content-Type: multipart/related; boundary=c", "", "--c--", "--b--", ""]),
     ]
     for (const raw of declined) expect(quick(raw), raw.toString()).toBeUndefined()
+  })
+
+  it("leaves a message to mailparser when the quick parse throws", async () => {
+    const raw = crlf(["Subject: thrown", "", "body", ""])
+    const throwing = new Proxy(raw, { get: (target, key) => (key === "indexOf" ? () => { throw new Error("unforeseen") } : Reflect.get(target, key)) })
+    expect(quickParse(throwing)).toBeUndefined()
+    expect(quickParse(raw)).toBeDefined()
+    expect((await parseMail(raw)).subject).toBe("thrown")
   })
 
   it("gives mailparser's result for generated mail it takes", async () => {
