@@ -3,7 +3,7 @@
  * `simpleParser` gives for them; `undefined` for anything else, which then goes to mailparser.
  *
  * Why: for a 2 KiB message mailparser's streams (a Transform per MIME node, a `setImmediate` per
- * chunk, every header decoded) were ~60 % of a prepare thread's CPU, the largest piece of the
+ * chunk, every header decoded) were over half of a prepare thread's CPU, the largest piece of the
  * MX's per-message cost after the socket writes (bench/REPORT.md, MX ingest, 2026-11-27 fifth
  * session). The shapes taken here:
  * - a single text/plain part (no Content-Type at all counts as one);
@@ -82,7 +82,7 @@ const boundaryLine = (line: Buffer, boundary: Buffer): 1 | 2 | false => {
   return compareBoundary(line, start, boundary)
 }
 
-/** Whether `line` (with its line ending) ends a header block, as mailsplit decides it. */
+/** Whether the line `buf[from, to)` (with its line ending) is the empty line that ends a header block. */
 const isBlank = (buf: Buffer, from: number, to: number) => to - from === 1 ? buf[from] === LF : to - from === 2 && buf[from] === CR && buf[from + 1] === LF
 
 /** End of the line starting at `from` (after its LF, or the end of the buffer). */
@@ -226,7 +226,7 @@ export const makeQuickParser = (options: Record<string, unknown>) => {
         if (content) (type === "text/plain" ? text : html).push(content)
       }
     } else {
-      if (inlineTextType(root, true) !== "text/plain" || root.contentType === "message/rfc822") return undefined
+      if (inlineTextType(root, true) !== "text/plain") return undefined
       const content = textOf(root, buf.subarray(headEnd))
       if (content === undefined) return undefined
       if (content) text = [content]
