@@ -20,7 +20,7 @@
  * test/inbound/mime-quick.test.ts compares the two over the mail corpus and generated mail.
  */
 import mailsplit from "@zone-eu/mailsplit"
-import type { AddressObject } from "mailparser"
+import type { AddressObject, SimpleParserOptions } from "mailparser"
 import { MailParser } from "mailparser"
 
 /** What this module gives: the part of simpleParser's result that ./mime.ts reads. */
@@ -133,11 +133,14 @@ const inlineTextType = (node: MimeNode, root: boolean): "text/plain" | "text/htm
   return type
 }
 
-export const makeQuickParser = (options: Record<string, unknown>) => {
+/** `options`: the simpleParser options whose result it stands in for (their Iconv decodes encoded words). */
+export const makeQuickParser = (options: SimpleParserOptions) => {
   const headerProcessor = new MailParser(options) as unknown as HeaderProcessor
+  // mailsplit's nodes are given mailparser's options, as its splitter gives them.
+  const config = options as ConstructorParameters<typeof mailsplit.MimeNode>[1]
 
   const nodeOf = (buf: Buffer, from: number, to: number, parent: MimeNode | false): MimeNode => {
-    const node = new mailsplit.MimeNode(parent, options)
+    const node = new mailsplit.MimeNode(parent, config)
     node.addHeaderChunk(buf.subarray(from, to))
     node.parseHeaders()
     return node

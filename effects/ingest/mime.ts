@@ -7,7 +7,7 @@
  * module, and importing `effect` there cost ~32 MiB of resident memory per thread (measured:
  * bench/REPORT.md, MX ingest). ./parse.ts wraps it for the Effect side.
  */
-import { type AddressObject, type EmailAddress, simpleParser, type SimpleParserOptions } from "mailparser"
+import { type AddressObject, type EmailAddress, type ParsedMail, simpleParser, type SimpleParserOptions } from "mailparser"
 import type { Readable } from "node:stream"
 import { CharsetDecoder } from "./charsets.ts"
 import { makeQuickParser, type QuickMail } from "./mime-quick.ts"
@@ -79,7 +79,7 @@ export const PARSER_OPTIONS = {
 } as SimpleParserOptions
 
 /** The common shapes of mail in one synchronous pass (./mime-quick.ts), the same result as mailparser's. */
-const quickParser = makeQuickParser(PARSER_OPTIONS as Record<string, unknown>)
+const quickParser = makeQuickParser(PARSER_OPTIONS)
 
 /** The quick parse, or undefined; a throw there (hostile input it did not foresee) leaves the message to mailparser, which decides. */
 export const quickParse = (source: Buffer): QuickMail | undefined => {
@@ -88,13 +88,6 @@ export const quickParse = (source: Buffer): QuickMail | undefined => {
   } catch {
     return undefined
   }
-}
-
-/** What is read of a parse: mailparser's result, or the quick parse's (the same fields). */
-type Mail = Pick<QuickMail, "from" | "subject" | "messageId" | "headerLines"> & {
-  readonly text?: string | undefined
-  readonly html?: string | false | undefined
-  readonly attachments: ReadonlyArray<{ filename?: string | undefined; contentType: string; cid?: string | undefined; contentId?: string | undefined; content: Buffer }>
 }
 
 /**
@@ -107,7 +100,7 @@ export const parseMail = async (
   source: Buffer | Readable,
   prefix: ReadonlyArray<{ key: string; line: string }> = [],
 ): Promise<ParsedMessage> => {
-  const mail: Mail = (Buffer.isBuffer(source) ? quickParse(source) : undefined) ?? (await simpleParser(source, PARSER_OPTIONS))
+  const mail: QuickMail | ParsedMail = (Buffer.isBuffer(source) ? quickParse(source) : undefined) ?? (await simpleParser(source, PARSER_OPTIONS))
   return {
     from: pgSafe(addressText(mail.from)),
     subject: pgSafe(mail.subject ?? ""),
