@@ -20,7 +20,7 @@ if (isMainThread) {
   session.connect()
   session.post("HeapProfiler.enable")
   session.post("HeapProfiler.startSampling", {
-    samplingInterval: 8192,
+    samplingInterval: Number(process.env.HEAP_SAMPLE_INTERVAL ?? 8192),
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: process.env.HEAP_SAMPLE_MINOR === "1",
   })

@@ -41,18 +41,22 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * HTTP API on PGlite 15–20 % slower (message by id 0.76–0.85× the peer instead of 0.92–0.96×).
  * A host with memory to spare starts `node --wasm-tier-up src/main.ts` (a flag given wins).
  *
- * On PGlite the old generation grows by at most 2× what the last full GC left (V8 allows up to 4×
- * on a host with gigabytes to spare). Three isolates share the process there (the event loop,
+ * On PGlite the old generation grows by at most 1.5× what the last full GC left (V8 allows up to
+ * 4× on a host with gigabytes to spare). Three isolates share the process there (the event loop,
  * PGlite's thread, the prepare thread) and under 100 KiB mail each let its large objects pile up
- * to 4× before a full GC: peak RSS 477–506 MiB, 365–377 with this, at the same rates on every MX
- * case (the PGlite thread bounds them; the GC's extra work lands on the other threads' idle time;
- * 2026-11-26, four interleaved pairs). On a PostgreSQL server the event loop is the bound and the
- * same flag cost 100 KiB mail ~20 % of its rate without lowering its peak, so it is PGlite's only.
+ * to 4× before a full GC: peak RSS 477–506 MiB, 365–377 with 2× (2026-11-26, four interleaved
+ * pairs). Since a message's text and socket buffers no longer outlive two scavenges (2026-11-27,
+ * sixth session), full GCs are rare enough that 1.5× costs little: 100 KiB mail peaked at
+ * 294–307 MiB against 333–355 with 2×, at the same rates; 2 KiB mail 12–24 MiB lower, over reused
+ * sessions 967–1,126 against 1,082–1,133 msgs/s, one per connection the same (bench/REPORT.md,
+ * MX ingest). The GC's extra work lands on the other threads' idle time, as PGlite's thread is
+ * the bound. On a PostgreSQL server the event loop is the bound and 2× cost 100 KiB mail ~20 % of
+ * its rate without lowering its peak, so it is PGlite's only.
  */
 export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
   databaseUrl
     ? ["--max-semi-space-size=8"]
-    : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=100"]
+    : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=50"]
 
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
 const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")

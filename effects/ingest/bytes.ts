@@ -46,5 +46,32 @@ export const inMemory = (data: Uint8Array | ReadonlyArray<Uint8Array>): MessageB
   }
 }
 
+/**
+ * Bytes in memory that no one else holds (readMessage's copy of a message as it arrived):
+ * `source()` hands these very bytes to the preparer, which may move them to its thread and free
+ * them, so nothing reads them after that (read and stream throw). The socket's buffers they were
+ * copied from are dropped at the end of DATA: held until the 250 they outlived two scavenges, and
+ * under 100 KiB mail ~40 MB of them waited in the old generation for each full GC (bench/REPORT.md,
+ * MX ingest, 2026-11-27 sixth session).
+ */
+export const ownInMemory = (bytes: Uint8Array): MessageBytes => {
+  let handedOver = false
+  const view = () => {
+    if (handedOver) throw new Error("the message's bytes were handed to the preparer")
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  }
+  return {
+    size: bytes.byteLength,
+    stream: (prefix) => Readable.from(prefix && prefix.length > 0 ? [Buffer.from(prefix), view()] : [view()], { objectMode: false }),
+    read: async () => view(),
+    dispose: async () => undefined,
+    source: () => {
+      view()
+      handedOver = true
+      return { _tag: "Memory", bytes }
+    },
+  }
+}
+
 export const isMessageBytes = (u: unknown): u is MessageBytes =>
   typeof u === "object" && u !== null && !(u instanceof Uint8Array) && typeof (u as MessageBytes).stream === "function"

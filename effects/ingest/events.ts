@@ -22,7 +22,8 @@ export interface StoredMessage {
   readonly fromAddr: string
   readonly toAddr: string
   readonly subject: string
-  readonly textBody: string
+  /** The text body as far as an SMS summary reads it (effects/sms/summary.ts `smsBodyOf`); the stored row has all of it. */
+  readonly smsBody: string
   readonly receivedAt: Date
 }
 

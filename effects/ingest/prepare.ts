@@ -22,6 +22,7 @@ import { authenticate, type Authenticated, type AuthInput, type AuthResults, uns
 import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
 import { type MessageColumns, messageColumns } from "./rows.ts"
 import { jsonSafe } from "./text.ts"
+import { smsBodyOf } from "../sms/summary.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
 import type { KeptResolver, VerdictMemo } from "./verdicts.ts"
 
@@ -64,7 +65,8 @@ export interface PreparedMessage {
   /** What subscribers (webhooks, SMS, agent) are told about each stored copy. */
   readonly fromAddr: string
   readonly subject: string
-  readonly textBody: string
+  /** The text body as far as an SMS summary reads it (`smsBodyOf`): the body itself is in `bytes`. */
+  readonly smsBody: string
   /** Set when authentication failed or timed out (the message is stored with `temperror` verdicts). */
   readonly authFailure?: string
   /** The blob key of a body written to a file (the job's `blob`): removed again if the message is refused. */
@@ -213,7 +215,7 @@ const prepareRow = async (
     size: traceBytes.length + size,
     fromAddr: columns.from_addr,
     subject: parsed.subject,
-    textBody: parsed.text,
+    smsBody: smsBodyOf(parsed.text),
     ...(auth.failure ? { authFailure: auth.failure } : {}),
     ...(job.blob ? { bodyBlob: job.blob.key } : {}),
   }

@@ -112,7 +112,7 @@ const settle = (batch: ReadonlyArray<Prepared>, answer: Answer) => {
       fromAddr: p.message.fromAddr,
       toAddr: p.destinations.find((r) => r.addressId === Number(s.address_id))!.rcpt,
       subject: p.message.subject,
-      textBody: p.message.textBody,
+      smsBody: p.message.smsBody,
       receivedAt: p.at,
     }
   })

@@ -25,14 +25,31 @@ const HEAD = 4 * SMS_MAX_CHARS
  * more than their last character, the text is the same as from the whole body (one line of a
  * prefix is a prefix of one line of the whole, but for that last character: a whitespace run or
  * a surrogate pair the cut went through). test/sms/summary.test.ts holds the two equal.
+ * `smsBody` is the text body, or as much of it as `smsBodyOf` keeps: the summary is the same.
  */
-export const smsSummary = (message: { readonly fromAddr: string; readonly subject: string; readonly textBody: string }): string => {
+export const smsSummary = (message: { readonly fromAddr: string; readonly subject: string; readonly smsBody: string }): string => {
   const from = clip(oneLine(message.fromAddr) || "unknown sender", 50)
   const subject = clip(oneLine(message.subject) || "(no subject)", 60)
-  const summary = (body: string) => clip(`From ${from}: ${subject}${body ? ` | ${body}` : ""}`, SMS_MAX_CHARS)
-  if (message.textBody.length > HEAD) {
-    const head = oneLine(message.textBody.slice(0, HEAD))
-    if (Array.from(head).length > SMS_MAX_CHARS + 1) return summary(head)
-  }
-  return summary(oneLine(message.textBody))
+  const body = decidingHead(message.smsBody) ?? oneLine(message.smsBody)
+  return clip(`From ${from}: ${subject}${body ? ` | ${body}` : ""}`, SMS_MAX_CHARS)
 }
+
+/** The body's first HEAD units made one line, when they alone overflow the SMS by more than their last character. */
+const decidingHead = (text: string): string | undefined => {
+  if (text.length <= HEAD) return undefined
+  const head = oneLine(text.slice(0, HEAD))
+  return Array.from(head).length > SMS_MAX_CHARS + 1 ? head : undefined
+}
+
+/**
+ * As much of a text body as `smsSummary` reads, in a string of its own: the first HEAD units
+ * when they decide the summary, else the whole body; the summary is the same from either.
+ * Ingest hands this to the commit's subscribers instead of the body: a 100 KiB body held from
+ * parsing until its batch committed outlived two scavenges, so each was promoted to the old
+ * generation and left there for a full GC (bench/REPORT.md, MX ingest, 2026-11-27 sixth session).
+ */
+export const smsBodyOf = (text: string): string =>
+  decidingHead(text) === undefined
+    ? text
+    // Copied through bytes: V8's `slice` would be a view that keeps the whole body alive.
+    : Buffer.from(text.slice(0, HEAD), "utf16le").toString("utf16le")

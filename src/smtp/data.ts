@@ -14,8 +14,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Readable } from "node:stream"
 import type { SMTPServerDataStream } from "smtp-server"
-import { inMemory, type MessageBytes } from "../../effects/ingest/bytes.ts"
+import { type MessageBytes, ownedCopy, ownInMemory } from "../../effects/ingest/bytes.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { freeBytes } from "../../effects/shared/free-bytes.ts"
 import { smtpError } from "./common.ts"
 import { MEMORY_FULL, type MemoryBudget } from "./limits.ts"
 
@@ -128,7 +129,10 @@ export const readMessage = (
     const need = kept + chunk.length
     if (!spool && need <= SPOOL_THRESHOLD && (need <= held || memory.tryTake(need - held))) {
       held = Math.max(held, need)
-      chunks.push(chunk)
+      // A copy of our own: the socket's buffer is let go at once (see the end of DATA below).
+      const own = Buffer.allocUnsafeSlow(chunk.length)
+      chunk.copy(own)
+      chunks.push(own)
       kept = need
       return
     }
@@ -153,7 +157,11 @@ export const readMessage = (
       memory.release(held - kept)
       const mine = kept
       held = 0
-      return complete(inMemory(chunks), () => memory.release(mine))
+      // One copy of its own now, and the socket's buffers let go (effects/ingest/bytes.ts).
+      const bytes = ownInMemory(chunks.length === 1 ? chunks[0]! : ownedCopy(chunks, kept))
+      if (chunks.length > 1) for (const c of chunks) freeBytes(c)
+      chunks.length = 0
+      return complete(bytes, () => memory.release(mine))
     }
     const { file, out } = spool
     out.end(() => {

@@ -118,7 +118,7 @@ describe("auto mode", () => {
     const box = await setup({ mode: "auto" })
     const id = await deliver(api, mail({ to: box.email }), { to: box.email })
     const again = await api.run(AgentJobs.use((j) =>
-      j.enqueue({ id, userId: box.account.userId, addressId: box.addressId, fromAddr: "", toAddr: "", subject: "", textBody: "", receivedAt: new Date() })
+      j.enqueue({ id, userId: box.account.userId, addressId: box.addressId, fromAddr: "", toAddr: "", subject: "", smsBody: "", receivedAt: new Date() })
     ))
     expect(again).toBe(false)
     expect(await jobs(box)).toHaveLength(1)

@@ -117,7 +117,7 @@ describe("a prepare thread", () => {
     // Every line of the header, not only the authserv-id.
     expect(row.auth_results.header).toMatch(/^mx\.inbox\.localhost; .*spf=pass/)
     expect(row.auth_results.header).toMatch(/dmarc=pass/)
-    expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", textBody: "Habari, hii ni ankara yako.\n" })
+    expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", smsBody: "Habari, hii ni ankara yako.\n" })
   })
 
   it("encodes the row as JSON and the bytes beside it, each in a buffer of exactly its size: non-ASCII text, attachments and body intact", async () => {

@@ -53,18 +53,18 @@ const roundFor = (...ruleIds: Array<number>) =>
 
 describe("summary", () => {
   it("carries sender, subject and the start of the body in at most 160 characters", () => {
-    const text = smsSummary({ fromAddr: "Asha <asha@example.co.tz>", subject: "Invoice 42", textBody: "Hello,\n\nplease find   the invoice attached. ".repeat(20) })
+    const text = smsSummary({ fromAddr: "Asha <asha@example.co.tz>", subject: "Invoice 42", smsBody: "Hello,\n\nplease find   the invoice attached. ".repeat(20) })
     expect(text.startsWith("From Asha <asha@example.co.tz>: Invoice 42 | Hello, please find the invoice")).toBe(true)
     expect(Array.from(text).length).toBeLessThanOrEqual(SMS_MAX_CHARS)
     expect(text.endsWith("…")).toBe(true)
   })
 
   it("caps a huge sender or subject so the body still shows, never splits an emoji", () => {
-    const text = smsSummary({ fromAddr: "x".repeat(500) + "@example.com", subject: "😀".repeat(300), textBody: "body" })
+    const text = smsSummary({ fromAddr: "x".repeat(500) + "@example.com", subject: "😀".repeat(300), smsBody: "body" })
     expect(Array.from(text).length).toBeLessThanOrEqual(SMS_MAX_CHARS)
     expect(text).toContain("| body")
     expect(text).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/)
-    expect(smsSummary({ fromAddr: "", subject: "", textBody: "" })).toBe("From unknown sender: (no subject)")
+    expect(smsSummary({ fromAddr: "", subject: "", smsBody: "" })).toBe("From unknown sender: (no subject)")
   })
 })
 

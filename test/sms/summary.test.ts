@@ -5,12 +5,12 @@
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { clip, SMS_MAX_CHARS, smsSummary } from "../../effects/sms/summary.ts"
+import { clip, SMS_MAX_CHARS, smsBodyOf, smsSummary } from "../../effects/sms/summary.ts"
 
 /** The definition: the whole body made one line. */
 const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim()
-const whole = (m: { fromAddr: string; subject: string; textBody: string }) => {
-  const body = oneLine(m.textBody)
+const whole = (m: { fromAddr: string; subject: string; smsBody: string }) => {
+  const body = oneLine(m.smsBody)
   return clip(`From ${clip(oneLine(m.fromAddr) || "unknown sender", 50)}: ${clip(oneLine(m.subject) || "(no subject)", 60)}${body ? ` | ${body}` : ""}`, SMS_MAX_CHARS)
 }
 
@@ -31,7 +31,7 @@ describe("the SMS summary", () => {
         fc.string({ maxLength: 80 }),
         fc.array(piece, { maxLength: 40 }).map((ps) => ps.join("")),
         (fromAddr, subject, textBody) => {
-          const m = { fromAddr, subject, textBody }
+          const m = { fromAddr, subject, smsBody: textBody }
           expect(smsSummary(m)).toBe(whole(m))
         },
       ),
@@ -39,8 +39,35 @@ describe("the SMS summary", () => {
     )
   })
 
+  it("is the same from the part of the body ingest carries to the commit (smsBodyOf)", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 80 }),
+        fc.string({ maxLength: 80 }),
+        fc.array(piece, { maxLength: 40 }).map((ps) => ps.join("")),
+        (fromAddr, subject, textBody) => {
+          const m = { fromAddr, subject, smsBody: textBody }
+          expect(smsSummary({ ...m, smsBody: smsBodyOf(textBody) })).toBe(whole(m))
+        },
+      ),
+      { numRuns: 2_000 },
+    )
+  })
+
+  it("carries only the start of a long body to the commit, the whole of one the start does not decide", () => {
+    const long = "Habari ".repeat(50_000)
+    expect(smsBodyOf(long)).toBe(long.slice(0, 4 * SMS_MAX_CHARS))
+    // A long run of blanks makes the start one short line: the rest of the body decides.
+    const blanks = " ".repeat(5_000) + "Habari"
+    expect(smsBodyOf(blanks)).toBe(blanks)
+    expect(smsBodyOf("short")).toBe("short")
+    // A surrogate pair across the cut is carried as the code units it was cut into.
+    const emoji = "😀".repeat(1_000)
+    expect(smsBodyOf(emoji)).toBe(emoji.slice(0, 4 * SMS_MAX_CHARS))
+  })
+
   it("cuts a long body at 160 characters with a mark", () => {
-    const s = smsSummary({ fromAddr: "asha@example.co.tz", subject: "Invoice 42", textBody: "Habari ".repeat(50_000) })
+    const s = smsSummary({ fromAddr: "asha@example.co.tz", subject: "Invoice 42", smsBody: "Habari ".repeat(50_000) })
     expect(Array.from(s)).toHaveLength(SMS_MAX_CHARS)
     expect(s.startsWith("From asha@example.co.tz: Invoice 42 | Habari Habari")).toBe(true)
     expect(s.endsWith("…")).toBe(true)

@@ -65,7 +65,7 @@ export const storeMessageEffect = (input: MessageInput, options: { readonly fail
         fromAddr: input.from ?? "alice@example.co.tz",
         toAddr: input.to ?? "box@inbox.localhost",
         subject: input.subject ?? "Hello",
-        textBody: input.text ?? "Body text",
+        smsBody: input.text ?? "Body text",
         receivedAt: at,
       }
       const afterCommit = yield* events.stored([stored])
