@@ -182,7 +182,7 @@ const benchEngine = async (engine: Engine) => {
     const s = await seed(env)
     if (engine === "pglite") fs.cpSync(path.join(dataDir, "pg"), path.join(peerDir, "pg"), { recursive: true })
     const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-    const service = await startProc([...profile, ...NODE_FLAGS, path.join(root, "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG_FILE)
+    const service = await startProc([...profile, ...NODE_FLAGS, path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")], env, httpPort, "the service", process.env.BENCH_SERVICE_LOG_FILE)
     // Logs go to a pipe the benchmark drains, as they would to a collector.
     await new Promise((r) => setTimeout(r, 3000))
     const idleRss = rssMiB(service.child.pid!)

@@ -1,6 +1,6 @@
 /**
  * MX ingest benchmark (issue 9). Load comes from postfix `smtp-source` (separate processes); the
- * service runs as its own process (`node src/main.ts`, PGlite or PostgreSQL), and in the same run
+ * service runs as its own process (as `npm start` runs it, PGlite or PostgreSQL), and in the same run
  * two peers take the same load: `smtp-sink` (the ceiling) and a bare smtp-server + mailparser
  * that discards (bench/mx-peer.ts). The service does everything for real: SPF/DKIM/DMARC against
  * a loopback DNS server, parsing, storing and charging 5 TZS per message.
@@ -115,7 +115,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
 
   const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
   const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []
-  const proc = run(process.execPath, [...flags, ...profile, path.join(root, "src/main.ts")], env)
+  const proc = run(process.execPath, [...flags, ...profile, path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")], env)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)

@@ -39,8 +39,16 @@ import { commitAlone, commitBatch, type Committed, type Outcome, type Prepared }
 
 /** Messages per transaction at most. */
 export const BATCH_MAX = 64
-/** Message bytes per transaction at most (raw MIME, parts and bodies: the blob parameter; one large message still goes alone). */
-export const BATCH_BYTES = 16 * 1024 * 1024
+/**
+ * Message bytes per transaction at most (raw MIME, parts and bodies: the blob parameter; one
+ * larger message still goes alone). The blob is copied several times on its way (PGlite's
+ * protocol writer grows by copying, and PostgreSQL's parameter is base64 text), and what that
+ * took stayed in malloc's heap and PGlite's WebAssembly memory. 100 KiB mail over 20 sessions,
+ * 1 MiB against 16 MiB (bench/REPORT.md, MX ingest, 2026-11-27 sixth session): PGlite peaked at
+ * 273–275 against 281–290 MiB at the same rates, PostgreSQL at 239–244 against 257–263 MiB
+ * (364–365 against 300–415 msgs/s). 2 KiB mail fills no batch that far.
+ */
+export const BATCH_BYTES = 1024 * 1024
 /** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
 export const MAILBOX_CAPACITY = 1_024
 

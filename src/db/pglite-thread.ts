@@ -19,8 +19,9 @@ import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource, Reserved } from "./connection.ts"
 import { byteaInBinary } from "./pg-wire.ts"
 import type { PgliteOptions } from "./pglite.ts"
+import { siblingModule } from "../module-url.ts"
 
-const WORKER_URL = new URL("./pglite-worker.ts", import.meta.url)
+const WORKER_URL = siblingModule("./pglite-worker.ts", import.meta.url)
 
 type Answer =
   | { readonly id: number; readonly ok: true; readonly value: unknown }

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url"
 import type { ConnectionSource } from "./connection.ts"
 import { byteaInBinary } from "./pg-wire.ts"
 import { namedStatements } from "./pglite-statements.ts"
+import { siblingModule } from "../module-url.ts"
 
 /** int8 as number (ids, money) and `date` as its YYYY-MM-DD text, same as the postgres adapter. */
 const parsers = { 20: (v: string) => Number(v), 1082: (v: string) => v }
@@ -73,7 +74,7 @@ const POSTGRESQL_CONF = ["shared_buffers=16MB", "temp_buffers=2MB", "maintenance
 /** Runs initdb and the migrations in a child process (see pglite-initdb.ts); false when that is not possible here. */
 const initdbApart = (pgDir: string): Promise<boolean> =>
   new Promise((resolve) => {
-    const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "pglite-initdb.ts")
+    const script = fileURLToPath(siblingModule("./pglite-initdb.ts", import.meta.url))
     const deno = (globalThis as { Deno?: unknown }).Deno !== undefined
     const args = deno ? ["run", "--allow-read", "--allow-write", "--allow-env", "--allow-sys", script, pgDir] : [script, pgDir]
     try {

@@ -20,6 +20,7 @@ import type { MalformedMessage } from "../../effects/ingest/parse.ts"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer, type MessagePreparerShape, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
+import { siblingModule } from "../module-url.ts"
 
 type Outcome =
   | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
@@ -33,7 +34,7 @@ interface Thread {
   readonly jobs: Map<number, Resume>
 }
 
-const WORKER_URL = new URL("./prepare-worker.ts", import.meta.url)
+const WORKER_URL = siblingModule("./prepare-worker.ts", import.meta.url)
 
 /** `workerUrl`: the thread's script (tests hand in one that crashes on purpose). */
 export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =>

@@ -13,6 +13,7 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
+import { siblingModule } from "../module-url.ts"
 
 export interface Pems {
   readonly private: string
@@ -45,7 +46,7 @@ const PROCESS_TIMEOUT_MS = 60_000
 /** Makes the certificate in a child process; rejects when that cannot be done (then a thread does it). */
 export const generateInProcess = (host: string, now: number, timeoutMs = PROCESS_TIMEOUT_MS): Promise<Pems> =>
   new Promise<Pems>((resolve, reject) => {
-    const script = fileURLToPath(new URL("./self-signed-process.ts", import.meta.url))
+    const script = fileURLToPath(siblingModule("./self-signed-process.ts", import.meta.url))
     const child = spawn(process.execPath, [script, host, String(now)], { stdio: ["ignore", "pipe", "pipe"] })
     const out: Array<Buffer> = []
     const err: Array<Buffer> = []
@@ -78,7 +79,7 @@ export const generateOnThread = (host: string, now: number): Promise<Pems> =>
   new Promise<Pems>((resolve, reject) => {
     let worker: Worker
     try {
-      worker = new Worker(new URL("./self-signed-worker.ts", import.meta.url), { workerData: { host, now } })
+      worker = new Worker(siblingModule("./self-signed-worker.ts", import.meta.url), { workerData: { host, now } })
     } catch {
       return resolve(generateHere(host, now))
     }
