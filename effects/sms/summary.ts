@@ -38,7 +38,8 @@ export const smsSummary = (message: { readonly fromAddr: string; readonly subjec
 const decidingHead = (text: string): string | undefined => {
   if (text.length <= HEAD) return undefined
   const head = oneLine(text.slice(0, HEAD))
-  return Array.from(head).length > SMS_MAX_CHARS + 1 ? head : undefined
+  // Code points are at least half the UTF-16 units: most heads need no count (ingest asks for every message).
+  return head.length > 2 * (SMS_MAX_CHARS + 1) || Array.from(head).length > SMS_MAX_CHARS + 1 ? head : undefined
 }
 
 /**
