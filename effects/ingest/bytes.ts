@@ -49,10 +49,10 @@ export const inMemory = (data: Uint8Array | ReadonlyArray<Uint8Array>): MessageB
 /**
  * Bytes in memory that no one else holds (readMessage's copy of a message as it arrived):
  * `source()` hands these very bytes to the preparer, which may move them to its thread and free
- * them, so nothing reads them after that (read and stream throw). The socket's buffers they were
- * copied from are dropped at the end of DATA: held until the 250 they outlived two scavenges, and
- * under 100 KiB mail ~40 MB of them waited in the old generation for each full GC (bench/REPORT.md,
- * MX ingest, 2026-11-27 sixth session).
+ * them, so nothing reads them after that (read and stream throw). The socket's buffers are let go
+ * as each chunk is copied: held until the 250 they outlived two scavenges, and under 100 KiB mail
+ * ~40 MB of them waited in the old generation for each full GC (bench/REPORT.md, MX ingest,
+ * 2026-11-27 sixth session).
  */
 export const ownInMemory = (bytes: Uint8Array): MessageBytes => {
   let handedOver = false

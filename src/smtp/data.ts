@@ -129,7 +129,7 @@ export const readMessage = (
     const need = kept + chunk.length
     if (!spool && need <= SPOOL_THRESHOLD && (need <= held || memory.tryTake(need - held))) {
       held = Math.max(held, need)
-      // A copy of our own: the socket's buffer is let go at once (see the end of DATA below).
+      // A copy of our own: the socket's buffer is let go at once (effects/ingest/bytes.ts `ownInMemory`).
       const own = Buffer.allocUnsafeSlow(chunk.length)
       chunk.copy(own)
       chunks.push(own)
@@ -157,7 +157,7 @@ export const readMessage = (
       memory.release(held - kept)
       const mine = kept
       held = 0
-      // One copy of its own now, and the socket's buffers let go (effects/ingest/bytes.ts).
+      // One buffer of its own for the preparer; the chunks' copies are freed once joined.
       const bytes = ownInMemory(chunks.length === 1 ? chunks[0]! : ownedCopy(chunks, kept))
       if (chunks.length > 1) for (const c of chunks) freeBytes(c)
       chunks.length = 0
