@@ -78,12 +78,31 @@ export interface Channel<J extends DeliveryJob, T extends DeliveryTarget> {
   readonly deactivate?: (target: T, at: Date) => Effect.Effect<void, DbError>
 }
 
-/**
- * The attempt function of a channel: makes the next attempt of a delivery claimed with lease
- * `job.locked_until` and records it. Returns when the following attempt is due, if one was
- * scheduled.
- */
+/** A channel's attempts: the claimed path, and rows queued already taken (./handoff.ts). */
+export interface Attempts<J extends DeliveryJob, T extends DeliveryTarget> {
+  /**
+   * Makes the next attempt of a delivery claimed with lease `job.locked_until` and records it.
+   * Returns when the following attempt is due, if one was scheduled.
+   */
+  readonly attempt: (job: J) => Effect.Effect<Option.Option<Date>, DbError>
+  /**
+   * Makes attempt `job.attempt` of a delivery queued already taken under lease `job.locked_until`,
+   * to `target` as it was when queued, and records it (no take: the queuing counted it).
+   */
+  readonly attemptTaken: (job: J, target: T) => Effect.Effect<Option.Option<Date>, DbError>
+  /**
+   * Gives back attempts taken but never started (handed rows nobody attempted): uncounted, lease
+   * cleared, claimable at once. A row whose lease or attempt moved on is left alone.
+   */
+  readonly untake: (jobs: ReadonlyArray<J>) => Effect.Effect<void, DbError>
+}
+
+/** The attempt function of a channel (`Attempts.attempt`). */
 export const makeAttempt = <J extends DeliveryJob, T extends DeliveryTarget>(channel: Channel<J, T>) =>
+  Effect.map(makeAttempts(channel), (a) => a.attempt)
+
+/** A channel's attempt functions. */
+export const makeAttempts = <J extends DeliveryJob, T extends DeliveryTarget>(channel: Channel<J, T>) =>
   Effect.gen(function*() {
     const db = yield* Database
     const config = yield* AppConfig
@@ -120,18 +139,10 @@ export const makeAttempt = <J extends DeliveryJob, T extends DeliveryTarget>(cha
         (rows) => rows[0],
       )
 
-    return Effect.fn(`${channel.name}.attempt`)(function*(job: J) {
-      if (job.attempt >= max) {
-        // The last attempt was taken by an instance that stopped before recording it.
-        return yield* fail(job, job.attempt, "attempt interrupted (instance stopped); no attempts left", channel.noAnswer)
-      }
-      const taken = yield* take(job)
-      // Lease lost, row gone, or its target deleted (the row goes with it).
-      if (!taken) return Option.none<Date>()
-      const n = taken.taken_attempt
-      if (!taken.is_active) return yield* fail(job, n, channel.inactive, channel.noAnswer)
-
-      const outcome = yield* channel.perform(job, taken)
+    /** Attempt `n`, taken, to `target`: the request, then its outcome recorded. */
+    const attemptNumber = Effect.fnUntraced(function*(job: J, n: number, target: T) {
+      if (!target.is_active) return yield* fail(job, n, channel.inactive, channel.noAnswer)
+      const outcome = yield* channel.perform(job, target)
       const at = yield* now
       if (outcome._tag === "Delivered") {
         yield* record(job, n, channel.statuses.delivered, null, null, outcome.fields)
@@ -140,7 +151,7 @@ export const makeAttempt = <J extends DeliveryJob, T extends DeliveryTarget>(cha
       if (outcome.deactivate && channel.deactivate) {
         const deactivate = channel.deactivate
         return yield* db.transaction(Effect.gen(function*() {
-          yield* deactivate(taken, at)
+          yield* deactivate(target, at)
           return yield* fail(job, n, outcome.error, outcome.fields)
         }))
       }
@@ -150,4 +161,29 @@ export const makeAttempt = <J extends DeliveryJob, T extends DeliveryTarget>(cha
       yield* record(job, n, channel.statuses.retrying, outcome.error, nextAt, outcome.fields)
       return Option.some(nextAt)
     })
+
+    const attempt = Effect.fn(`${channel.name}.attempt`)(function*(job: J) {
+      if (job.attempt >= max) {
+        // The last attempt was taken by an instance that stopped before recording it.
+        return yield* fail(job, job.attempt, "attempt interrupted (instance stopped); no attempts left", channel.noAnswer)
+      }
+      const taken = yield* take(job)
+      // Lease lost, row gone, or its target deleted (the row goes with it).
+      if (!taken) return Option.none<Date>()
+      return yield* attemptNumber(job, taken.taken_attempt, taken)
+    })
+
+    const attemptTaken = Effect.fn(`${channel.name}.attempt`)(function*(job: J, target: T) {
+      return yield* attemptNumber(job, job.attempt, target)
+    })
+
+    const untake = (jobs: ReadonlyArray<J>) =>
+      jobs.length === 0 ? Effect.void : Effect.asVoid(db.query(
+        `UPDATE ${channel.table} d SET attempt = d.attempt - 1, locked_until = NULL
+           FROM json_to_recordset($1::json) AS u (id int8, attempt int4, lease timestamptz)
+          WHERE d.id = u.id AND d.attempt = u.attempt AND d.locked_until = u.lease AND d.status IN (${open})`,
+        [JSON.stringify(jobs.map((j) => ({ id: j.id, attempt: j.attempt, lease: j.locked_until })))],
+      ))
+
+    return { attempt, attemptTaken, untake } satisfies Attempts<J, T>
   })

@@ -3,14 +3,16 @@
  * attempted by the webhook worker (src/workers/webhooks.ts) on the shared delivery machine
  * (deliveries/outbox.ts: lease, take-then-record, retry schedule, 410 deactivation).
  */
-import { Clock, Context, Effect, Layer, type Option } from "effect"
-import { type Channel, makeAttempt } from "../deliveries/outbox.ts"
+import { Clock, Context, Duration, Effect, Layer, type Option } from "effect"
+import { type Handed, leaseFor, makeHandoff } from "../deliveries/handoff.ts"
+import { type Channel, makeAttempts } from "../deliveries/outbox.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import { randomHex } from "../shared/crypto.ts"
 import type { SecretboxError } from "../shared/secretbox.ts"
 import { makeSignedPost, type SendOutcome } from "./post.ts"
 import type { WebhookDeliveryRow, WebhookRow } from "./schema.ts"
+import { WebhookDeliveryOptions } from "./transport.ts"
 
 export { describeOutcome, isDelivered, type SendOutcome } from "./post.ts"
 
@@ -48,7 +50,30 @@ export interface WebhookDeliveriesShape {
   readonly send: (webhook: WebhookRow, id: string, body: string) => Effect.Effect<SendOutcome, SecretboxError>
   /** Wakes the worker (after the queuing transaction committed). */
   readonly wake: Effect.Effect<void>
+  /**
+   * What an ingest commit queues for its stored messages, inside its transaction: their
+   * deliveries, taken for this instance's worker when it runs (../deliveries/handoff.ts), else
+   * for claiming. Succeeds with what to do once the transaction committed (hand them over, or
+   * wake the worker; nothing when nothing was queued).
+   */
+  readonly queueStored: (messages: ReadonlyArray<{ readonly id: number; readonly addressId: number }>) => Effect.Effect<Effect.Effect<void>, DbError>
+  /**
+   * The deliveries handed over by commits, each as its attempt (the webhook worker runs them);
+   * an attempt returns when the following one is due, if one was scheduled.
+   */
+  readonly handed: Handed
 }
+
+/** A delivery queued taken (migration 036), with the webhook's columns as they were when queued. */
+export interface TakenWebhookDelivery extends WebhookDeliveryRow {
+  readonly url: string
+  readonly secret_sealed: string
+  readonly address_id: number
+  readonly is_active: boolean
+}
+
+const targetOf = (row: TakenWebhookDelivery): WebhookRow =>
+  ({ id: row.webhook_id, address_id: row.address_id, url: row.url, secret_sealed: row.secret_sealed, is_active: row.is_active }) as WebhookRow
 
 export class WebhookDeliveries extends Context.Service<WebhookDeliveries, WebhookDeliveriesShape>()("app/WebhookDeliveries") {
   static readonly layer = Layer.effect(
@@ -91,10 +116,31 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
         return Number(row!.n)
       })
 
+      const attempts = yield* makeAttempts(channel)
+      const lease = Duration.toMillis(leaseFor((yield* WebhookDeliveryOptions).timeout))
+      const handoff = yield* makeHandoff<TakenWebhookDelivery>({
+        name: WEBHOOK_QUEUE,
+        attempt: (row) => attempts.attemptTaken(row, targetOf(row)),
+        untake: attempts.untake,
+      })
+
+      const queueStored = Effect.fnUntraced(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
+        if (messages.length === 0) return Effect.void
+        if (!handoff.accepting()) return (yield* enqueueMany(messages)) > 0 ? signals.notify(WEBHOOK_QUEUE) : Effect.void
+        const at = Number(yield* Clock.currentTimeMillis)
+        const rows = yield* db.query<TakenWebhookDelivery>(
+          "SELECT * FROM queue_webhook_deliveries_taken($1, $2, $3, $4::json)",
+          [MESSAGE_RECEIVED, new Date(at), new Date(at + lease), JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+        )
+        return handoff.give(rows)
+      })
+
       return WebhookDeliveries.of({
         enqueue,
         enqueueMany,
-        attempt: yield* makeAttempt(channel),
+        queueStored,
+        handed: handoff.handed,
+        attempt: attempts.attempt,
         send: (webhook, id, body) => signed.post(webhook, SECRET_CONTEXT, id, body).pipe(Effect.withSpan("WebhookDeliveries.send")),
         wake: signals.notify(WEBHOOK_QUEUE),
       })

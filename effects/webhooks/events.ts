@@ -1,8 +1,9 @@
 /**
  * The webhook subscribers of stored inbound messages: inbox webhooks of the message's address,
  * and the account's event endpoints subscribed to `inbound.message_received`. Each queues its
- * deliveries inside the storing transaction (one statement per commit), and wakes its worker once
- * that transaction committed (only when it queued something).
+ * deliveries inside the storing transaction (one statement per commit), and once that transaction
+ * committed hands them to its worker (inbox webhooks, ../deliveries/handoff.ts) or wakes it (only
+ * when it queued something).
  */
 import { Effect } from "effect"
 import { type MessageSubscriber, wakeIf } from "../ingest/events.ts"
@@ -13,7 +14,7 @@ export const webhookSubscriber = Effect.gen(function*() {
   const deliveries = yield* WebhookDeliveries
   const subscriber: MessageSubscriber = {
     subscriptions: "webhooks",
-    stored: (messages) => Effect.map(deliveries.enqueueMany(messages), (n) => wakeIf(n, deliveries.wake)),
+    stored: deliveries.queueStored,
   }
   return subscriber
 })

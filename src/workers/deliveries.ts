@@ -15,6 +15,7 @@
  * a message stored while 20 deliveries are under way goes out when the first of them ends.
  */
 import { Clock, Duration, Effect, Layer, Option, Queue } from "effect"
+import { type Handed, leaseFor } from "../../effects/deliveries/handoff.ts"
 import type { DbError } from "../../effects/ports/Database.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
@@ -55,9 +56,7 @@ export const wakeForEarliest = (wakeAt: (at: Date) => Effect.Effect<void>, table
     if (row?.at) yield* wakeAt(row.at)
   }).pipe(Effect.catchCause((cause) => Effect.logWarning(`${table}: cannot look up the next due row`, cause)))
 
-/** A lease comfortably longer than one attempt (the transport's deadline). */
-export const leaseFor = (timeout: Duration.Input): Duration.Duration =>
-  Duration.max(Duration.times(Duration.fromInputUnsafe(timeout), 3), Duration.seconds(1))
+export { leaseFor }
 
 export interface DeliveryQueue<J> {
   /** Worker and WorkSignals queue name. */
@@ -71,6 +70,8 @@ export interface DeliveryQueue<J> {
   readonly pollInterval?: Duration.Input
   /** Makes the next attempt of a claimed row; returns when the following one is due, if any. */
   readonly attempt: (job: J) => Effect.Effect<Option.Option<Date>, DbError>
+  /** Rows handed over by the commits that queued them (effects/deliveries/handoff.ts), attempted without a claim. */
+  readonly handed?: Handed
 }
 
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
@@ -83,38 +84,70 @@ export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Dat
 })
 
 /**
- * The delivery loop: up to `spec.concurrency` jobs in flight, each claimed when a slot is free.
- * After a claim that filled every free slot it waits for one to free (more may be due); after one
- * that found less, for a wake-up or the poll. Jobs are children of the loop: shutting down (or a
+ * The delivery loop: up to `spec.concurrency` jobs in flight, each started when a slot is free.
+ * Rows handed over by the commit that queued them (`handed`) start first, without a statement.
+ * The table is claimed when there may be due rows in it: at start, after a claim that filled every
+ * free slot, on a wake-up (a scheduled retry, a commit that queued rows for claiming), and at
+ * least every poll interval (rows of instances that stopped, retries other instances scheduled),
+ * however busy the handoff keeps the loop. Jobs are children of the loop: shutting down (or a
  * crash the supervisor restarts) interrupts them, and their leases bring the rows back.
  */
-export const runDeliveries = <J, R>(spec: WorkerSpec<J, R>) =>
+export const runDeliveries = <J, R>(spec: WorkerSpec<J, R>, handed?: Handed, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void) =>
   Effect.gen(function*() {
     const signals = yield* WorkSignals
     const limit = Math.max(1, spec.concurrency ?? 4)
+    const pollMs = Duration.toMillis(Duration.fromInputUnsafe(spec.pollInterval))
     // A slot freed since the loop last looked (coalesced: the loop recounts anyway).
     const freed = yield* Queue.dropping<void>(1)
     let inFlight = 0
-    const handle = (job: J) =>
-      spec.handle(job).pipe(
+    let claimWanted = true
+    let lastClaim = -Infinity
+    const run = (job: Effect.Effect<unknown, unknown, R>) => {
+      inFlight++
+      return Effect.forkChild(job.pipe(
         Effect.catchCause((cause) => Effect.logError(`${spec.name}: job failed`, cause)),
         Effect.ensuring(Effect.suspend(() => {
           inFlight--
           return Queue.offer(freed, undefined)
         })),
-      )
+      ))
+    }
+    const handOn = (attempt: Effect.Effect<Option.Option<Date>, DbError>) =>
+      Effect.flatMap(attempt, Option.match({ onNone: () => Effect.void, onSome: onRetry }))
+    if (handed) yield* handed.open
     while (true) {
       const free = limit - inFlight
       if (free === 0) {
         yield* Queue.take(freed)
         continue
       }
-      const now = new Date(Number(yield* Clock.currentTimeMillis))
-      const jobs = yield* spec.claim(now, free)
-      inFlight += jobs.length
-      for (const job of jobs) yield* Effect.forkChild(handle(job))
-      if (jobs.length === free) yield* Queue.take(freed)
-      else yield* Effect.race(Effect.sleep(spec.pollInterval), signals.wait(spec.name))
+      const given = handed ? yield* handed.take(free) : []
+      for (const attempt of given) yield* run(handOn(attempt))
+      const room = free - given.length
+      if (room === 0) {
+        yield* Queue.take(freed)
+        continue
+      }
+      const now = Number(yield* Clock.currentTimeMillis)
+      if (claimWanted || now - lastClaim >= pollMs) {
+        claimWanted = false
+        lastClaim = now
+        const jobs = yield* spec.claim(new Date(now), room)
+        for (const job of jobs) yield* run(spec.handle(job))
+        if (jobs.length === room) {
+          // Full: more may be due once a slot frees.
+          claimWanted = true
+          yield* Queue.take(freed)
+          continue
+        }
+      }
+      const wait = Duration.millis(Math.max(0, lastClaim + pollMs - Number(yield* Clock.currentTimeMillis)))
+      const woke = yield* Effect.raceAll([
+        Effect.as(Effect.sleep(wait), "poll" as const),
+        Effect.as(signals.wait(spec.name), "signal" as const),
+        ...(handed ? [Effect.as(handed.given, "handed" as const)] : []),
+      ])
+      if (woke === "signal") claimWanted = true
     }
   })
 
@@ -125,7 +158,7 @@ export const deliveryWorkerLayer = <J, E, R>(queue: Effect.Effect<DeliveryQueue<
     const wakeAt = yield* makeWakeups(q.name)
     const spec = deliveryWorkerSpec(q, wakeAt)
     yield* wakeForEarliest(wakeAt, q.table, q.statuses)
-    yield* Effect.forkScoped(supervised(spec.name, runDeliveries(spec)))
+    yield* Effect.forkScoped(supervised(spec.name, Effect.scoped(runDeliveries(spec, q.handed, wakeAt))))
   }))
 
 /** A queue's worker: `spec` for tests (driven with `runOnce`), `layer` for the runtime. */

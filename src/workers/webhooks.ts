@@ -4,6 +4,7 @@
  * attempt mostly waits on a receiver; several at once keep one slow receiver from holding up the
  * rest.
  */
+import type { Handed } from "../../effects/deliveries/handoff.ts"
 import { WEBHOOK_QUEUE, WebhookDeliveries } from "../../effects/webhooks/delivery.ts"
 import type { EventDeliveryRow } from "../../effects/webhooks/endpoint-schema.ts"
 import { EVENT_QUEUE, EventDeliveries } from "../../effects/webhooks/event-deliveries.ts"
@@ -18,7 +19,7 @@ import { type DeliveryQueue, deliveryWorker, leaseFor } from "./deliveries.ts"
  * messages/s on PGlite the deliveries fell behind by seconds; with 32, p50 25–29 ms
  * (bench/REPORT.md, MX ingest).
  */
-const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>["attempt"]) =>
+const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>["attempt"], handed?: Handed) =>
   WebhookDeliveryOptions.useSync((options): DeliveryQueue<J> => ({
     name,
     table,
@@ -26,9 +27,13 @@ const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>
     lease: leaseFor(options.timeout),
     concurrency: 32,
     attempt,
+    ...(handed ? { handed } : {}),
   }))
 
-const webhooks = deliveryWorker(WebhookDeliveries.use((d) => receiverQueue<WebhookDeliveryRow>(WEBHOOK_QUEUE, "webhook_deliveries", d.attempt)))
+// Inbox webhooks are handed over by the ingest commits that queue them (most deliveries there are).
+const webhooks = deliveryWorker(
+  WebhookDeliveries.use((d) => receiverQueue<WebhookDeliveryRow>(WEBHOOK_QUEUE, "webhook_deliveries", d.attempt, d.handed)),
+)
 const events = deliveryWorker(EventDeliveries.use((d) => receiverQueue<EventDeliveryRow>(EVENT_QUEUE, "event_deliveries", d.attempt)))
 
 /** The workers' specs; tests drive them with `runOnce`. `onRetry` hears when a scheduled retry is due. */

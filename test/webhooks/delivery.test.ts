@@ -2,7 +2,7 @@
  * Webhook delivery, driven one worker round at a time (`runOnce`) under Effect's TestClock, with
  * real HTTP receivers on loopback that verify signatures the way a customer's endpoint would.
  */
-import { Clock, Effect, Layer, Option } from "effect"
+import { Clock, Duration, Effect, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Database } from "../../effects/ports/Database.ts"
@@ -461,5 +461,138 @@ describe("leases and concurrency", () => {
     expect(r.requests).toHaveLength(0)
     expect(rows[0]).toMatchObject({ status: "failed", attempt: 3 })
     expect(rows[0]!.last_error).toMatch(/interrupted/)
+  })
+})
+
+describe("handed over by the commit (a worker runs here)", () => {
+  // A database of its own: the handoff is this app's, and no other test's rows are due.
+  let app: TestApp
+  beforeAll(async () => {
+    app = await makeTestApp({ workers: false, infrastructure: shortTimeout })
+  })
+  afterAll(() => app?.stop())
+
+  const leaseMs = Duration.toMillis(leaseFor(`${TIMEOUT_MS} millis`))
+  const claimNow = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    claimDue<WebhookDeliveryRow>({ table: "webhook_deliveries", dueColumn: "next_attempt_at", statuses: ["pending", "retrying"], lease: "30 seconds" })(
+      new Date(Number(now)),
+      100,
+    ))
+  /** Runs every handed attempt there is now; answers when each one's next attempt is due. */
+  const runHanded = Effect.gen(function*() {
+    const deliveries = yield* WebhookDeliveries
+    const attempts = yield* deliveries.handed.take(100)
+    return yield* Effect.all(attempts, { concurrency: "unbounded" })
+  })
+
+  it("queues the deliveries taken and leased, and posts them with no claim and no take", async () => {
+    const r = await receiver(answer(204))
+    const { account, addressId, hook } = await setup(r.url, app)
+    const out = await underTestClock(app, Effect.scoped(Effect.gen(function*() {
+      const deliveries = yield* WebhookDeliveries
+      yield* deliveries.handed.open
+      const at = Number(yield* Clock.currentTimeMillis)
+      const message = yield* storeMessageEffect({ userId: account.userId, addressId })
+      const queued = yield* rowsOf(hook.id)
+      // Leased to this instance: another claimer does not get it.
+      const claimed = (yield* claimNow).filter((x) => x.webhook_id === hook.id)
+      const next = yield* runHanded
+      return { at, message, queued, claimed, next, rows: yield* rowsOf(hook.id) }
+    })))
+    expect(out.queued).toHaveLength(1)
+    expect(out.queued[0]).toMatchObject({ status: "pending", attempt: 1, message_id: out.message.id })
+    expect(out.queued[0]!.locked_until!.getTime()).toBe(out.at + leaseMs)
+    expect(out.claimed).toHaveLength(0)
+    expect(out.next.every(Option.isNone)).toBe(true)
+    expect(r.requests).toHaveLength(1)
+    expect(verifySignatures(r.requests[0]!, hook.secret)).toEqual({ xSignature: true, xWebhookSignature: true, standard: true })
+    expect(r.requests[0]!.headers["webhook-id"]).toBe(String(out.rows[0]!.id))
+    expect(JSON.parse(r.requests[0]!.body)).toMatchObject({ webhook_id: hook.id, address_id: addressId, message_id: out.message.id })
+    expect(out.rows[0]).toMatchObject({ status: "delivered", attempt: 1, status_code: 204, locked_until: null })
+  })
+
+  it("a handed attempt that fails schedules the next one like a claimed attempt", async () => {
+    const r = await receiver(answer(500), answer(200))
+    const { account, addressId, hook } = await setup(r.url, app)
+    const out = await underTestClock(app, Effect.scoped(Effect.gen(function*() {
+      yield* (yield* WebhookDeliveries).handed.open
+      const at = Number(yield* Clock.currentTimeMillis)
+      yield* storeMessageEffect({ userId: account.userId, addressId })
+      const next = yield* runHanded
+      const retrying = yield* rowsOf(hook.id)
+      yield* TestClock.adjust("1 second")
+      yield* round
+      return { at, next, retrying, rows: yield* rowsOf(hook.id) }
+    })))
+    expect(out.next.map((n) => Option.map(n, (d) => d.getTime() - out.at))).toEqual([Option.some(1_000)])
+    expect(out.retrying[0]).toMatchObject({ status: "retrying", attempt: 1, status_code: 500, locked_until: null })
+    expect(r.requests).toHaveLength(2)
+    expect(out.rows[0]).toMatchObject({ status: "delivered", attempt: 2 })
+  })
+
+  it("a handed row that waited past a third of its lease is given back unposted, for the next claim", async () => {
+    const r = await receiver(answer(200))
+    const { account, addressId, hook } = await setup(r.url, app)
+    const out = await underTestClock(app, Effect.scoped(Effect.gen(function*() {
+      yield* (yield* WebhookDeliveries).handed.open
+      yield* storeMessageEffect({ userId: account.userId, addressId })
+      yield* TestClock.adjust(Duration.millis(Math.ceil(leaseMs / 3)))
+      yield* runHanded
+      const givenBack = yield* rowsOf(hook.id)
+      const requestsThen = r.requests.length
+      yield* round
+      return { givenBack, requestsThen, rows: yield* rowsOf(hook.id) }
+    })))
+    expect(out.requestsThen).toBe(0)
+    expect(out.givenBack[0]).toMatchObject({ status: "pending", attempt: 0, locked_until: null })
+    expect(r.requests).toHaveLength(1)
+    expect(out.rows[0]).toMatchObject({ status: "delivered", attempt: 1 })
+  })
+
+  it("rows still waiting when the worker stops, or handed after it stopped, are given back at once", async () => {
+    const r = await receiver(answer(200))
+    const { account, addressId, hook } = await setup(r.url, app)
+    const out = await underTestClock(app, Effect.gen(function*() {
+      const deliveries = yield* WebhookDeliveries
+      // Queued taken while the worker ran, never started: the worker stops.
+      yield* Effect.scoped(Effect.andThen(deliveries.handed.open, storeMessageEffect({ userId: account.userId, addressId })))
+      const afterStop = yield* rowsOf(hook.id)
+      // Queued taken while the worker ran, handed over after it stopped (the commit raced the shutdown).
+      const taken = yield* Effect.scoped(Effect.gen(function*() {
+        yield* deliveries.handed.open
+        const db = yield* Database
+        return yield* db.transaction(Effect.gen(function*() {
+          const [m] = yield* db.query<{ id: number }>(
+            `INSERT INTO inbound_messages (address_id, user_id, from_addr, to_addr, subject, text_body, headers, received_at, expires_at)
+             SELECT address_id, user_id, from_addr, to_addr, subject, text_body, headers, received_at, expires_at FROM inbound_messages WHERE address_id = $1 LIMIT 1
+             RETURNING id`,
+            [addressId],
+          )
+          return yield* deliveries.queueStored([{ id: m!.id, addressId }])
+        }))
+      }))
+      const beforeGive = (yield* rowsOf(hook.id))[1]
+      yield* taken
+      const afterGive = yield* rowsOf(hook.id)
+      const requestsThen = r.requests.length
+      yield* round
+      return { afterStop, beforeGive, afterGive, requestsThen, rows: yield* rowsOf(hook.id) }
+    }))
+    expect(out.afterStop[0]).toMatchObject({ status: "pending", attempt: 0, locked_until: null })
+    expect(out.beforeGive).toMatchObject({ status: "pending", attempt: 1 })
+    expect(out.afterGive[1]).toMatchObject({ status: "pending", attempt: 0, locked_until: null })
+    expect(out.requestsThen).toBe(0)
+    expect(r.requests).toHaveLength(2)
+    expect(out.rows.map((x) => [x.status, x.attempt])).toEqual([["delivered", 1], ["delivered", 1]])
+  })
+
+  it("without a worker here the deliveries are queued for claiming, untaken", async () => {
+    const r = await receiver(answer(200))
+    const { account, addressId, hook } = await setup(r.url, app)
+    const rows = await underTestClock(app, Effect.gen(function*() {
+      yield* storeMessageEffect({ userId: account.userId, addressId })
+      return yield* rowsOf(hook.id)
+    }))
+    expect(rows[0]).toMatchObject({ status: "pending", attempt: 0, locked_until: null })
   })
 })
