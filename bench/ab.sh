@@ -25,7 +25,7 @@ for r in $(seq 1 "$rounds"); do
     line=$(grep '^{"load' "$log" | sed 's/.*account","//')
     echo "$side $r ${line:-FAILED (see $log)}"
     # A run that failed half-way may leave its service behind, holding the ports.
-    for p in $(pgrep -f "node.*src/main.ts"); do kill -TERM "$p"; done
+    for p in $(pgrep -f "node.*src/main\.[tj]s"); do kill -TERM "$p"; done
     sleep 1
   done
 done
