@@ -115,3 +115,21 @@ export const makeHandoff = <J extends HandedRow>(options: {
       },
     } satisfies Handoff<J>
   })
+
+/**
+ * A subscriber's `stored` for a channel that hands off: inside the storing transaction, queues
+ * the deliveries taken for this instance's worker when the handoff accepts them (`taken`, with
+ * the time and the lease's end), else for claiming (`forClaim`, answering how many). Succeeds with
+ * what to do once the transaction committed: hand them over, wake the worker, or nothing.
+ */
+export const queueHanded = <J extends HandedRow>(handoff: Handoff<J>, lease: Duration.Input, queue: {
+  readonly taken: (at: Date, leaseEnd: Date) => Effect.Effect<ReadonlyArray<J>, DbError>
+  readonly forClaim: Effect.Effect<number, DbError>
+  readonly wake: Effect.Effect<void>
+}): Effect.Effect<Effect.Effect<void>, DbError> =>
+  Effect.gen(function*() {
+    if (!handoff.accepting()) return (yield* queue.forClaim) > 0 ? queue.wake : Effect.void
+    const at = Number(yield* Clock.currentTimeMillis)
+    const rows = yield* queue.taken(new Date(at), new Date(at + Duration.toMillis(Duration.fromInputUnsafe(lease))))
+    return handoff.give(rows)
+  })

@@ -3,8 +3,8 @@
  * attempted by the webhook worker (src/workers/webhooks.ts) on the shared delivery machine
  * (deliveries/outbox.ts: lease, take-then-record, retry schedule, 410 deactivation).
  */
-import { Clock, Context, Duration, Effect, Layer, type Option } from "effect"
-import { type Handed, leaseFor, makeHandoff } from "../deliveries/handoff.ts"
+import { Clock, Context, Effect, Layer, type Option } from "effect"
+import { type Handed, leaseFor, makeHandoff, queueHanded } from "../deliveries/handoff.ts"
 import { type Channel, makeAttempts } from "../deliveries/outbox.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
@@ -117,23 +117,23 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, Webhoo
       })
 
       const attempts = yield* makeAttempts(channel)
-      const lease = Duration.toMillis(leaseFor((yield* WebhookDeliveryOptions).timeout))
+      const lease = leaseFor((yield* WebhookDeliveryOptions).timeout)
       const handoff = yield* makeHandoff<TakenWebhookDelivery>({
         name: WEBHOOK_QUEUE,
         attempt: (row) => attempts.attemptTaken(row, targetOf(row)),
         untake: attempts.untake,
       })
 
-      const queueStored = Effect.fnUntraced(function*(messages: ReadonlyArray<{ id: number; addressId: number }>) {
-        if (messages.length === 0) return Effect.void
-        if (!handoff.accepting()) return (yield* enqueueMany(messages)) > 0 ? signals.notify(WEBHOOK_QUEUE) : Effect.void
-        const at = Number(yield* Clock.currentTimeMillis)
-        const rows = yield* db.query<TakenWebhookDelivery>(
-          "SELECT * FROM queue_webhook_deliveries_taken($1, $2, $3, $4::json)",
-          [MESSAGE_RECEIVED, new Date(at), new Date(at + lease), JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
-        )
-        return handoff.give(rows)
-      })
+      const queueStored = (messages: ReadonlyArray<{ id: number; addressId: number }>) =>
+        messages.length === 0 ? Effect.succeed(Effect.void) : queueHanded(handoff, lease, {
+          taken: (at, leaseEnd) =>
+            db.query<TakenWebhookDelivery>(
+              "SELECT * FROM queue_webhook_deliveries_taken($1, $2, $3, $4::json)",
+              [MESSAGE_RECEIVED, at, leaseEnd, JSON.stringify(messages.map((m) => ({ id: m.id, address_id: m.addressId })))],
+            ),
+          forClaim: enqueueMany(messages),
+          wake: signals.notify(WEBHOOK_QUEUE),
+        })
 
       return WebhookDeliveries.of({
         enqueue,

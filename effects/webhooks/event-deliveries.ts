@@ -6,11 +6,13 @@
  * when the event happens, so every retry sends the same bytes.
  */
 import { Clock, Context, Effect, Layer, type Option } from "effect"
-import { type Channel, makeAttempt } from "../deliveries/outbox.ts"
+import { type Handed, leaseFor, makeHandoff, queueHanded } from "../deliveries/handoff.ts"
+import { type Channel, makeAttempts } from "../deliveries/outbox.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { WorkSignals } from "../ports/WorkSignals.ts"
 import type { EventDeliveryRow, EventEndpointRow, OutboundEvent } from "./endpoint-schema.ts"
 import { makeSignedPost } from "./post.ts"
+import { WebhookDeliveryOptions } from "./transport.ts"
 
 /** WorkSignals queue (and worker) name. */
 export const EVENT_QUEUE = "event-endpoints"
@@ -38,7 +40,27 @@ export interface EventDeliveriesShape {
   readonly attempt: (job: EventDeliveryRow) => Effect.Effect<Option.Option<Date>, DbError>
   /** Wakes the worker (after the queuing transaction committed). */
   readonly wake: Effect.Effect<void>
+  /**
+   * `emitInbound` as an ingest commit's subscriber wants it: the deliveries taken for this
+   * instance's worker when it runs (../deliveries/handoff.ts), else for claiming. Succeeds with
+   * what to do once the transaction committed (hand them over, wake the worker, or nothing).
+   */
+  readonly queueInbound: (
+    messages: ReadonlyArray<{ readonly id: number; readonly userId: number; readonly addressId: number }>,
+  ) => Effect.Effect<Effect.Effect<void>, DbError>
+  /** The deliveries handed over by commits, each as its attempt (the event worker runs them). */
+  readonly handed: Handed
 }
+
+/** A delivery queued taken (migration 037), with the endpoint's columns as they were when queued. */
+interface TakenEventDelivery extends EventDeliveryRow {
+  readonly url: string
+  readonly secret_sealed: string
+  readonly is_active: boolean
+}
+
+const endpointOf = (row: TakenEventDelivery): EventEndpointRow =>
+  ({ id: row.endpoint_id, url: row.url, secret_sealed: row.secret_sealed, is_active: row.is_active }) as EventEndpointRow
 
 interface NewDelivery {
   readonly endpoint_id: number
@@ -132,7 +154,27 @@ export class EventDeliveries extends Context.Service<EventDeliveries, EventDeliv
           Effect.asVoid(db.query("UPDATE event_endpoints SET is_active = false, updated_at = $2 WHERE id = $1", [endpoint.id, at])),
       }
 
-      return EventDeliveries.of({ emit, emitInbound, attempt: yield* makeAttempt(channel), wake: signals.notify(EVENT_QUEUE) })
+      const attempts = yield* makeAttempts(channel)
+      const lease = leaseFor((yield* WebhookDeliveryOptions).timeout)
+      const handoff = yield* makeHandoff<TakenEventDelivery>({
+        name: EVENT_QUEUE,
+        attempt: (row) => attempts.attemptTaken(row, endpointOf(row)),
+        untake: attempts.untake,
+      })
+      const wake = signals.notify(EVENT_QUEUE)
+
+      const queueInbound = (messages: ReadonlyArray<{ id: number; userId: number; addressId: number }>) =>
+        messages.length === 0 ? Effect.succeed(Effect.void) : queueHanded(handoff, lease, {
+          taken: (at, leaseEnd) =>
+            db.query<TakenEventDelivery>(
+              "SELECT * FROM queue_event_deliveries_taken($1, $2, $3, $4, $5::json)",
+              [INBOUND_EVENT, at.toISOString(), at, leaseEnd, JSON.stringify(messages.map((m) => ({ id: m.id, user_id: m.userId, address_id: m.addressId })))],
+            ),
+          forClaim: emitInbound(messages),
+          wake,
+        })
+
+      return EventDeliveries.of({ emit, emitInbound, queueInbound, handed: handoff.handed, attempt: attempts.attempt, wake })
     }),
   )
 }

@@ -30,11 +30,11 @@ const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>
     ...(handed ? { handed } : {}),
   }))
 
-// Inbox webhooks are handed over by the ingest commits that queue them (most deliveries there are).
+// Both are handed over by the ingest commits that queue them (effects/deliveries/handoff.ts).
 const webhooks = deliveryWorker(
   WebhookDeliveries.use((d) => receiverQueue<WebhookDeliveryRow>(WEBHOOK_QUEUE, "webhook_deliveries", d.attempt, d.handed)),
 )
-const events = deliveryWorker(EventDeliveries.use((d) => receiverQueue<EventDeliveryRow>(EVENT_QUEUE, "event_deliveries", d.attempt)))
+const events = deliveryWorker(EventDeliveries.use((d) => receiverQueue<EventDeliveryRow>(EVENT_QUEUE, "event_deliveries", d.attempt, d.handed)))
 
 /** The workers' specs; tests drive them with `runOnce`. `onRetry` hears when a scheduled retry is due. */
 export const webhookWorkerSpec = webhooks.spec

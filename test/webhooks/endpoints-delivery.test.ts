@@ -5,11 +5,12 @@
  * provider failure, `inbound.message_received` for the account's endpoints, and the machinery
  * they share with inbox webhooks (retries 1 s / 3 s, 410 deactivation, SSRF refusal).
  */
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { Database } from "../../effects/ports/Database.ts"
 import type { EventDeliveryRow } from "../../effects/webhooks/endpoint-schema.ts"
+import { EventDeliveries } from "../../effects/webhooks/event-deliveries.ts"
 import { WebhookDeliveryOptions } from "../../effects/webhooks/transport.ts"
 import { eventWorkerSpec } from "../../src/workers/webhooks.ts"
 import { runOnce } from "../../src/workers/worker.ts"
@@ -171,6 +172,37 @@ describe("inbound.message_received for the account's endpoints", () => {
     expect(verifySignatures(r.requests[0]!, ep.secret).xSignature).toBe(true)
     const [row] = await api.run(rowsOf(ep.id))
     expect(row).toMatchObject({ message_id: message.id, email_id: null, status: "delivered" })
+  })
+
+  it("handed to this instance's worker when one runs: queued taken and leased, posted with no claim; given back when it stops", async () => {
+    const r = await receiver(answer(200))
+    const me = await createAccount(api)
+    const addressId = await createAddress(api, me.userId)
+    const ep = await endpoint(api, me, r.url, ["inbound.message_received"])
+    const out = await underTestClock(api, Effect.gen(function*() {
+      const deliveries = yield* EventDeliveries
+      const at = Number(yield* Clock.currentTimeMillis)
+      const { posted, queued, claimed } = yield* Effect.scoped(Effect.gen(function*() {
+        yield* deliveries.handed.open
+        const message = yield* storeMessageEffect({ userId: me.userId, addressId })
+        const queued = yield* rowsOf(ep.id)
+        const claimed = yield* roundFor(ep.id)
+        const attempts = yield* deliveries.handed.take(100)
+        yield* Effect.all(attempts)
+        return { posted: message, queued, claimed }
+      }))
+      // Queued taken while the worker ran, then it stopped before taking the row.
+      yield* Effect.scoped(Effect.andThen(deliveries.handed.open, storeMessageEffect({ userId: me.userId, addressId })))
+      return { at, posted, queued, claimed, rows: yield* rowsOf(ep.id) }
+    }))
+    expect(out.queued[0]).toMatchObject({ message_id: out.posted.id, status: "pending", attempt: 1 })
+    expect(out.queued[0]!.locked_until!.getTime()).toBe(out.at + 30_000)
+    expect(out.claimed).toBe(0)
+    expect(r.requests).toHaveLength(1)
+    expect(verifySignatures(r.requests[0]!, ep.secret).standard).toBe(true)
+    expect(r.requests[0]!.headers["webhook-id"]).toBe(`evt_${out.rows[0]!.id}`)
+    expect(JSON.parse(r.requests[0]!.body)).toMatchObject({ webhook_id: ep.id, address_id: addressId, message_id: out.posted.id })
+    expect(out.rows.map((x) => [x.status, x.attempt, x.locked_until])).toEqual([["delivered", 1, null], ["pending", 0, null]])
   })
 
   it("writes nothing when the storing transaction rolls back", async () => {
