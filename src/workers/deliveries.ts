@@ -13,6 +13,8 @@
  * claims again as soon as a slot is free and there may be work (a wake-up from the commit that
  * queued it, a full last claim, the poll), instead of waiting for the slowest of a whole round:
  * a message stored while 20 deliveries are under way goes out when the first of them ends.
+ * Rows an ingest commit of this instance queued already taken (inbox webhooks and event
+ * endpoints, effects/deliveries/handoff.ts) come to the loop in memory and start without a claim.
  */
 import { Clock, Duration, Effect, Layer, Option, Queue } from "effect"
 import { type Handed, leaseFor } from "../../effects/deliveries/handoff.ts"
