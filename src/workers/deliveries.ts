@@ -76,11 +76,15 @@ export interface DeliveryQueue<J> {
   readonly handed?: Handed
 }
 
+/** An attempt, then `onRetry` with the following attempt's due time when one was scheduled. */
+const thenRetry = (onRetry: (at: Date) => Effect.Effect<void>) => (attempt: Effect.Effect<Option.Option<Date>, DbError>) =>
+  Effect.flatMap(attempt, Option.match({ onNone: () => Effect.void, onSome: onRetry }))
+
 /** The worker's spec; tests drive it with `runOnce`. `onRetry` hears when a scheduled retry is due. */
 export const deliveryWorkerSpec = <J>(queue: DeliveryQueue<J>, onRetry: (at: Date) => Effect.Effect<void> = () => Effect.void): WorkerSpec<J, Database> => ({
   name: queue.name,
   claim: claimDue<J>({ table: queue.table, dueColumn: "next_attempt_at", statuses: queue.statuses, lease: queue.lease }),
-  handle: (job) => Effect.flatMap(queue.attempt(job), Option.match({ onNone: () => Effect.void, onSome: onRetry })),
+  handle: (job) => thenRetry(onRetry)(queue.attempt(job)),
   pollInterval: queue.pollInterval ?? "2 seconds",
   concurrency: queue.concurrency,
 })
@@ -114,8 +118,7 @@ export const runDeliveries = <J, R>(spec: WorkerSpec<J, R>, handed?: Handed, onR
         })),
       ))
     }
-    const handOn = (attempt: Effect.Effect<Option.Option<Date>, DbError>) =>
-      Effect.flatMap(attempt, Option.match({ onNone: () => Effect.void, onSome: onRetry }))
+    const handOn = thenRetry(onRetry)
     if (handed) yield* handed.open
     while (true) {
       const free = limit - inFlight

@@ -19,7 +19,7 @@ import { type DeliveryQueue, deliveryWorker, leaseFor } from "./deliveries.ts"
  * messages/s on PGlite the deliveries fell behind by seconds; with 32, p50 25–29 ms
  * (bench/REPORT.md, MX ingest).
  */
-const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>["attempt"], handed?: Handed) =>
+const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>["attempt"], handed: Handed) =>
   WebhookDeliveryOptions.useSync((options): DeliveryQueue<J> => ({
     name,
     table,
@@ -27,7 +27,7 @@ const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>
     lease: leaseFor(options.timeout),
     concurrency: 32,
     attempt,
-    ...(handed ? { handed } : {}),
+    handed,
   }))
 
 // Both are handed over by the ingest commits that queue them (effects/deliveries/handoff.ts).
