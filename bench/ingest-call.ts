@@ -1,12 +1,15 @@
 /**
- * The MX's batch commit alone, on embedded PGlite: `ingest_batch_alone` (or another ingest
- * function) called with N prepared ~2 KiB messages, many times, on this thread, so what PGlite's
- * WebAssembly spends per batch and per message can be read without SMTP, the prepare thread or a
- * busy event loop around it. Run it with the service's V8 flags to match what the service does.
+ * The MX's batch commit alone: `ingest_batch_alone` (or another ingest function) called with N
+ * prepared ~2 KiB messages, many times, one call at a time, so what the database spends per batch
+ * and per message can be read without SMTP, the prepare thread or a busy event loop around it.
+ * On embedded PGlite (the default; run it with the service's V8 flags to match what the service
+ * does), or on a scratch database of a PostgreSQL server on this machine (ENGINE=postgres), where
+ * the backend's own CPU is read from /proc as well.
  *
  *   node --no-wasm-tier-up --no-wasm-dynamic-tiering bench/ingest-call.ts
  *   N=6 ROUNDS=300 FN=ingest_batch_bytes node … bench/ingest-call.ts
  *   SQL=/tmp/variant.sql node … bench/ingest-call.ts   # SQL run first (a function variant, a dropped index)
+ *   ENGINE=postgres N=8 ROUNDS=1000 node bench/ingest-call.ts   # BENCH_DATABASE_URL names the server
  *
  * A variant that returns early at a chosen statement, run against the whole function, gives
  * that statement's cost by difference; bench/REPORT.md (MX ingest, 2026-11-27 third session) has
@@ -17,19 +20,43 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { batchParameters } from "../effects/ingest/store.ts"
 import { byteaInBinary } from "../src/db/pg-wire.ts"
+import type { ConnectionSource } from "../src/db/connection.ts"
 import { openPglite } from "../src/db/pglite.ts"
+import { openPostgres } from "../src/db/postgres.ts"
 import { loadMigrations } from "../src/db/migrate.ts"
+import { scratchDatabase } from "./scratch-database.ts"
 import { preparedFor } from "../test/support/inbound-fixtures.ts"
 
 const N = Number(process.env.N ?? 10)
 const ROUNDS = Number(process.env.ROUNDS ?? 300)
 const FN = process.env.FN ?? "ingest_batch_alone"
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-ingest-call-"))
-const { source, pg, close } = await openPglite({ dataDir: dir })
+const ENGINE = process.env.ENGINE === "postgres" ? "postgres" : "pglite"
+
+/** The engine, its schema in place, and the backend's CPU so far in ms (PostgreSQL only). */
+const open = async (): Promise<{ source: ConnectionSource; cpuMs: () => number | undefined; close: () => Promise<void> }> => {
+  if (ENGINE === "postgres") {
+    const scratch = await scratchDatabase("postgres", process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test", "bench_ingest_call")
+    // One connection: every statement, the calls among them, runs on the backend measured.
+    const { source, close } = openPostgres({ url: scratch.url!, max: 1, lanes: 0 })
+    for (const m of loadMigrations()) await source.exec(m.sql)
+    const pid = Number(((await source.query("SELECT pg_backend_pid() AS pid"))[0] as { pid: number }).pid)
+    const tick = 1000 / 100 // USER_HZ
+    const cpuMs = () => {
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+      return (Number(fields[11]) + Number(fields[12])) * tick
+    }
+    return { source, cpuMs, close: async () => (await close(), await scratch.drop()) }
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-ingest-call-"))
+  const { source, pg, close } = await openPglite({ dataDir: dir })
+  for (const m of loadMigrations()) await pg.exec(m.sql)
+  return { source, cpuMs: () => undefined, close: async () => (await close(), fs.rmSync(dir, { recursive: true, force: true })) }
+}
+
+const { source, cpuMs, close } = await open()
 try {
   const one = async (text: string, params?: ReadonlyArray<unknown>) => (await source.query(text, params))[0] as Record<string, unknown>
-  if (!(await one("SELECT to_regclass('inbound_messages')::text AS t")).t) for (const m of loadMigrations()) await pg.exec(m.sql)
   const userId = Number((await one("INSERT INTO users (name, email, email_verified) VALUES ('bench', 'bench@example.co.tz', true) RETURNING id")).id)
   await source.query(
     "INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, 1000000000) ON CONFLICT (user_id) DO UPDATE SET balance_tzs = 1000000000",
@@ -52,19 +79,27 @@ try {
   const rcpt = "bench@inbox.localhost"
   const prepared = () => preparedFor(raw, [{ id: addressId, userId, email: rcpt }])
   const batch = await Promise.all(Array.from({ length: N }, prepared))
-  for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await pg.exec(fs.readFileSync(file, "utf8"))
+  for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await source.exec(fs.readFileSync(file, "utf8"))
 
   const call = () => {
     const [json, bytes] = batchParameters(batch)
-    const blob = byteaInBinary(2, bytes)
+    const blob = ENGINE === "postgres" ? source.bytea(2, bytes) : byteaInBinary(2, bytes)
     return source.query(`SELECT ${FN}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
   }
   for (let i = 0; i < 50; i++) await call()
+  const cpuBefore = cpuMs()
   const started = performance.now()
   for (let i = 0; i < ROUNDS; i++) await call()
   const ms = (performance.now() - started) / ROUNDS
-  console.log(JSON.stringify({ fn: FN, messages: N, msPerCall: Number(ms.toFixed(3)), msPerMessage: Number((ms / N).toFixed(3)) }))
+  const cpu = cpuBefore === undefined ? undefined : (cpuMs()! - cpuBefore) / ROUNDS
+  console.log(JSON.stringify({
+    engine: ENGINE,
+    fn: FN,
+    messages: N,
+    msPerCall: Number(ms.toFixed(3)),
+    msPerMessage: Number((ms / N).toFixed(3)),
+    ...(cpu === undefined ? {} : { dbCpuMsPerCall: Number(cpu.toFixed(3)), dbCpuMsPerMessage: Number((cpu / N).toFixed(3)) }),
+  }))
 } finally {
   await close()
-  fs.rmSync(dir, { recursive: true, force: true })
 }
