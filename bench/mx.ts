@@ -5,8 +5,8 @@
  * that discards (bench/mx-peer.ts). The service does everything for real: SPF/DKIM/DMARC against
  * a loopback DNS server, parsing, storing and charging 5 TZS per message.
  *
- * Reported per case: msgs/s, the ratio to the discarding peer's run just before it (driven the
- * same way: one smtp-source process per account), p99 end-of-DATA → 250 (one probe
+ * Reported per case: msgs/s, the ratio to the mean of the discarding peer's runs just before and
+ * just after it (driven the same way: one smtp-source process per account), p99 end-of-DATA → 250 (one probe
  * session riding along with the load), the service's CPU and peak RSS (VmHWM; with WEB_CONCURRENCY
  * the sum over the primary and its workers; PostgreSQL's own memory is not in it), and separately
  * accepted → webhook-received latency at 200 msgs/s.
@@ -194,7 +194,7 @@ const warmup = (load: (typeof LOADS)[number]) => ({
  * One peer's run of `load`, driven as the service's run next to it is: the same smtp-source
  * processes (one per account), sessions and messages. Answers its msgs/s.
  */
-const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], accounts: number) => {
+const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], accounts: number, when: "before" | "after" = "before") => {
   const peer = await startPeer(kind)
   const recipients = Array.from({ length: accounts }, (_, i) => `bench${i}@peer.localhost`)
   const messages = load.messages * (kind === "sink" ? 4 : 2)
@@ -204,7 +204,7 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
   const rate = messages / seconds
   show({
     load: load.label,
-    target: kind === "sink" ? "smtp-sink" : `smtp-server + mailparser (discard), before ${accounts} account${accounts > 1 ? "s" : ""}`,
+    target: kind === "sink" ? "smtp-sink" : `smtp-server + mailparser (discard), ${when} ${accounts} account${accounts > 1 ? "s" : ""}`,
     msgsPerSecond: Math.round(rate),
     cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / messages).toFixed(2)),
     rssMiB: peakRssMiB(peer.pid),
@@ -217,11 +217,11 @@ for (const load of LOADS) {
   if (PEERS) await peerRun("sink", load, 1)
   for (const engine of ENGINES) {
     for (const accounts of ACCOUNTS) {
-      // The discarding peer runs right before each service run, so that both meet the host in
-      // the same minutes: this machine's speed drifts by ±20 % within minutes, and a ratio to a
-      // peer measured several runs earlier carried that drift (bench/REPORT.md, MX ingest,
-      // 2026-11-27 eighth session).
-      const peer = PEERS ? await peerRun("discard", load, accounts) : undefined
+      // The discarding peer runs right before and right after each service run, and the ratio
+      // is to the mean of the two: this machine's speed drifts by ±20 % within minutes, and a
+      // ratio to one peer run several runs earlier carried that drift (bench/REPORT.md, MX
+      // ingest, 2026-11-27 eighth session).
+      const before = PEERS ? await peerRun("discard", load, accounts, "before") : undefined
       const service = await startService(engine, accounts)
       const warm = warmup(load)
       await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...warm })
@@ -237,6 +237,7 @@ for (const load of LOADS) {
       const { stored, ledger } = await service.stop()
       const expected = warm.messages + load.messages + probed
       const rate = load.messages / seconds
+      const peer = before === undefined ? undefined : (before + await peerRun("discard", load, accounts, "after")) / 2
       show({
         load: load.label,
         target: `service, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`,
