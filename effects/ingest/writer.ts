@@ -1,7 +1,7 @@
 /**
  * The ingest actor: one writer fiber per process owns every storing transaction. Sessions hand
  * it prepared messages through a bounded mailbox and wait; the writer takes whatever has arrived
- * (up to BATCH_MAX messages, BATCH_BYTES of them per transaction), commits it in one transaction
+ * (up to BATCH_MAX messages, and `batchBytesFor` its engine of their bytes), commits it in one transaction
  * (./store.ts), and only then answers each waiting session, so a 250 always means committed.
  * While one commit runs the next batch gathers in the mailbox, so the batch grows with the load
  * and an idle server answers at once (group commit).
@@ -30,7 +30,7 @@
 import { Context, Deferred, Effect, Exit, Layer, Queue, Schedule } from "effect"
 import type { UnknownRecipient } from "../addresses/errors.ts"
 import type { InsufficientBalance } from "../errors.ts"
-import { Database, type DbError } from "../ports/Database.ts"
+import { Database, type DatabaseShape, type DbError } from "../ports/Database.ts"
 import { freeBytes } from "../shared/free-bytes.ts"
 import { MessageEvents, type StoredMessage } from "./events.ts"
 import { Recipients } from "./recipients.ts"
@@ -40,15 +40,36 @@ import { commitAlone, commitBatch, type Committed, type Outcome, type Prepared }
 /** Messages per transaction at most. */
 export const BATCH_MAX = 64
 /**
- * Message bytes per transaction at most (raw MIME, parts and bodies: the blob parameter; one
- * larger message still goes alone). The blob is copied several times on its way (PGlite's
- * protocol writer grows by copying, and PostgreSQL's parameter is base64 text), and what that
- * took stayed in malloc's heap and PGlite's WebAssembly memory. 100 KiB mail over 20 sessions,
- * 1 MiB against 16 MiB (bench/REPORT.md, MX ingest, 2026-11-27 sixth session): PGlite peaked at
- * 273–275 against 281–290 MiB at the same rates, PostgreSQL at 239–244 against 257–263 MiB
- * (364–365 against 300–415 msgs/s). 2 KiB mail fills no batch that far.
+ * Message bytes per transaction at most, by engine (raw MIME, parts and bodies: the blob
+ * parameter; one larger message still goes alone). The blob is copied several times on its way
+ * (PGlite's protocol writer grows by copying, and PostgreSQL's parameter is base64 text), and what
+ * that took stayed in malloc's heap and PGlite's WebAssembly memory. 100 KiB mail over 20
+ * sessions (bench/REPORT.md, MX ingest):
+ * - 1 MiB against 16 MiB (2026-11-27 sixth session): PGlite peaked at 273–275 against 281–290 MiB
+ *   at the same rates, PostgreSQL at 239–244 against 257–263 MiB (364–365 against 300–415 msgs/s);
+ * - on PGlite 512 KiB against 1 MiB (eighth session, four interleaved pairs): 267–276 against
+ *   277–285 MiB at the same rates (216–245 against 220–230 msgs/s). On PostgreSQL 512 KiB was worse
+ *   every way (three pairs): 316–321 against 241–249 MiB, 230–242 against 255–266 msgs/s, 1.9
+ *   against 1.5 ms of the server's CPU per message (each call's fixed cost over fewer messages).
+ * 2 KiB mail fills no batch that far.
  */
-export const BATCH_BYTES = 1024 * 1024
+export const batchBytesFor = (dialect: DatabaseShape["dialect"]): number => (dialect === "pglite" ? 512 * 1024 : 1024 * 1024)
+
+/** Consecutive groups of at most `cap` bytes, in order; an item larger than `cap` is a group of its own. */
+export const bySize = <A>(items: ReadonlyArray<A>, bytesOf: (item: A) => number, cap: number): Array<Array<A>> => {
+  const groups: Array<Array<A>> = []
+  let bytes = Infinity
+  for (const item of items) {
+    if (bytes + bytesOf(item) > cap) {
+      groups.push([])
+      bytes = 0
+    }
+    groups[groups.length - 1]!.push(item)
+    bytes += bytesOf(item)
+  }
+  return groups
+}
+
 /** Messages waiting for the writer at most; a full mailbox makes sessions wait (backpressure). */
 export const MAILBOX_CAPACITY = 1_024
 
@@ -121,20 +142,9 @@ export const makeIngestWriter = Effect.gen(function*() {
     yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never, WriteError>)
   })
 
-  /** Consecutive groups of at most BATCH_BYTES (the messages' bytes of a batch travel as one parameter). */
-  const bySize = (jobs: ReadonlyArray<Job>) => {
-    const groups: Array<Array<Job>> = []
-    let bytes = Infinity
-    for (const job of jobs) {
-      if (bytes + job.prepared.message.bytes.byteLength > BATCH_BYTES) {
-        groups.push([])
-        bytes = 0
-      }
-      groups[groups.length - 1]!.push(job)
-      bytes += job.prepared.message.bytes.byteLength
-    }
-    return groups
-  }
+  /** The messages' bytes of a batch travel as one parameter: at most the engine's cap of them per commit. */
+  const batchBytes = batchBytesFor(db.dialect)
+  const bytesOf = (job: Job) => job.prepared.message.bytes.byteLength
 
   // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
   // Then, every sender answered and no retry left, the messages' bytes and rows are freed.
@@ -151,7 +161,7 @@ export const makeIngestWriter = Effect.gen(function*() {
   yield* Effect.forkScoped(Effect.forever(
     Effect.gen(function*() {
       const jobs = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX)
-      yield* Effect.forEach(bySize(jobs), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
+      yield* Effect.forEach(bySize(jobs, bytesOf, batchBytes), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
     }),
   ))
   yield* Effect.addFinalizer(() =>

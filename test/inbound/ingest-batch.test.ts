@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../effects/apikeys/service.ts"
 import { MessageEvents } from "../../effects/ingest/events.ts"
 import { commitAlone, commitBatch, type Prepared } from "../../effects/ingest/store.ts"
-import { IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
+import { batchBytesFor, bySize, IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 import { WEBHOOK_QUEUE } from "../../effects/webhooks/delivery.ts"
@@ -460,6 +460,56 @@ describe("the writer's batches", () => {
     expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(2)
     expect(await countMessages(app, a.userId)).toBe(4)
     expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
+  })
+})
+
+describe("the writer's batches by size", () => {
+  it("groups consecutive messages up to the cap, in order; one larger than the cap goes alone", () => {
+    const KiB = 1024
+    const sizes = [600 * KiB, 100 * KiB, 300 * KiB, 200 * KiB, 2048 * KiB, 10 * KiB, 1024 * KiB]
+    expect(bySize(sizes, (n) => n, 1024 * KiB).map((g) => g.map((n) => n / KiB))).toEqual([[600, 100, 300], [200], [2048], [10], [1024]])
+    expect(bySize([], (n: number) => n, 1024)).toEqual([])
+    // PGlite's copies of a batch stay in its memory and malloc's: half of PostgreSQL's cap.
+    expect(batchBytesFor("pglite")).toBe(512 * KiB)
+    expect(batchBytesFor("postgres")).toBe(1024 * KiB)
+  })
+
+  it("commits what gathered in consecutive statements of at most the engine's cap of message bytes", async () => {
+    const a = await account(100_000)
+    // ~150 KiB of text: each message's bytes (trace, raw MIME, the decoded text) are ~300 KiB.
+    const body = Array.from({ length: 2_000 }, (_, i) => `line ${String(i).padStart(4, "0")} ${"x".repeat(64)}`).join("\r\n")
+    await startCounting()
+    const { results, dialect, sizes } = await app.run(Effect.scoped(Effect.gen(function*() {
+      const db = yield* Database
+      const writer = yield* makeIngestWriter
+      const ready = yield* Effect.forEach([0, 1, 2, 3, 4, 5], (i) => prepared(plainMessage({ subject: `big${i}`, body }), [copyOf(a)]))
+      const sizes = ready.map((p) => p.message.bytes.byteLength)
+      // The wallet is held until the gate opens: the first commit waits, the other five gather.
+      const gate = yield* Deferred.make<void>()
+      const holding = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
+        yield* db.query("SELECT balance_tzs FROM wallets WHERE user_id = $1 FOR UPDATE", [a.userId])
+        yield* Deferred.succeed(holding, undefined)
+        yield* Deferred.await(gate)
+      })))
+      yield* Deferred.await(holding)
+      const first = yield* Effect.forkChild(writer.submit(ready[0]!))
+      yield* Effect.sleep("200 millis")
+      const rest = yield* Effect.forEach(ready.slice(1), (p) => Effect.forkChild(writer.submit(p)))
+      yield* Effect.sleep("50 millis")
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(holder)
+      return { results: yield* Effect.forEach([first, ...rest], Fiber.join), dialect: db.dialect, sizes }
+    })))
+    for (const size of sizes) {
+      expect(size).toBeGreaterThan(290 * 1024)
+      expect(size).toBeLessThan(340 * 1024)
+    }
+    expect(results.flat()).toHaveLength(6)
+    // The first alone; then, on PGlite (512 KiB), the five one by one; on PostgreSQL (1 MiB), three and two.
+    expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(dialect === "pglite" ? 6 : 3)
+    expect(await countMessages(app, a.userId)).toBe(6)
+    expect(await balance(app, a.userId)).toBe(100_000 - 6 * 5)
   })
 })
 
