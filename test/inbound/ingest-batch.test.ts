@@ -427,34 +427,39 @@ describe("the writer's memory", () => {
   })
 })
 
+/**
+ * Submits `ready` to a new writer while another transaction holds `a`'s wallet (on PGlite: the
+ * one connection): the idle writer takes the first at once and its commit waits for the holder;
+ * the others arrive meanwhile and gather in the mailbox. Then the holder lets go. Answers what
+ * each submit answered, and the engine.
+ */
+const gatheredWhileHeld = (a: Awaited<ReturnType<typeof account>>, ready: ReadonlyArray<Prepared>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const db = yield* Database
+    const writer = yield* makeIngestWriter
+    const gate = yield* Deferred.make<void>()
+    const holding = yield* Deferred.make<void>()
+    const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
+      yield* db.query("SELECT balance_tzs FROM wallets WHERE user_id = $1 FOR UPDATE", [a.userId])
+      yield* Deferred.succeed(holding, undefined)
+      yield* Deferred.await(gate)
+    })))
+    yield* Deferred.await(holding)
+    const first = yield* Effect.forkChild(writer.submit(ready[0]!))
+    yield* Effect.sleep("200 millis")
+    const rest = yield* Effect.forEach(ready.slice(1), (p) => Effect.forkChild(writer.submit(p)))
+    yield* Effect.sleep("50 millis")
+    yield* Deferred.succeed(gate, undefined)
+    yield* Fiber.join(holder)
+    return { results: yield* Effect.forEach([first, ...rest], Fiber.join), dialect: db.dialect }
+  }))
+
 describe("the writer's batches", () => {
   it("commit what is ready at once, and what arrives during a commit goes together in the next one", async () => {
     const a = await account(1000)
+    const ready = await app.run(Effect.forEach([0, 1, 2, 3], (i) => prepared(plainMessage({ subject: `g${i}` }), [copyOf(a)])))
     await startCounting()
-    const results = await app.run(Effect.scoped(Effect.gen(function*() {
-      const db = yield* Database
-      const writer = yield* makeIngestWriter
-      const ready = yield* Effect.forEach([0, 1, 2, 3], (i) => prepared(plainMessage({ subject: `g${i}` }), [copyOf(a)]))
-      // Another transaction holds the account's wallet (on PGlite: the one connection) until the
-      // gate opens, so the first commit cannot finish meanwhile.
-      const gate = yield* Deferred.make<void>()
-      const holding = yield* Deferred.make<void>()
-      const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
-        yield* db.query("SELECT balance_tzs FROM wallets WHERE user_id = $1 FOR UPDATE", [a.userId])
-        yield* Deferred.succeed(holding, undefined)
-        yield* Deferred.await(gate)
-      })))
-      yield* Deferred.await(holding)
-      const first = yield* Effect.forkChild(writer.submit(ready[0]!))
-      // The idle writer takes the first at once and starts its commit, which waits for the
-      // holder; the others arrive while it waits.
-      yield* Effect.sleep("200 millis")
-      const rest = yield* Effect.forEach(ready.slice(1), (p) => Effect.forkChild(writer.submit(p)))
-      yield* Effect.sleep("50 millis")
-      yield* Deferred.succeed(gate, undefined)
-      yield* Fiber.join(holder)
-      return yield* Effect.forEach([first, ...rest], Fiber.join)
-    })))
+    const { results } = await app.run(gatheredWhileHeld(a, ready))
     expect(results.flat()).toHaveLength(4)
     // The first alone, the three that came meanwhile in one more: never one commit per message.
     expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(2)
@@ -478,29 +483,11 @@ describe("the writer's batches by size", () => {
     const a = await account(100_000)
     // ~150 KiB of text: each message's bytes (trace, raw MIME, the decoded text) are ~300 KiB.
     const body = Array.from({ length: 2_000 }, (_, i) => `line ${String(i).padStart(4, "0")} ${"x".repeat(64)}`).join("\r\n")
+    const ready = await app.run(Effect.forEach([0, 1, 2, 3, 4, 5], (i) => prepared(plainMessage({ subject: `big${i}`, body }), [copyOf(a)])))
+    // Read now: once answered, each message's bytes are given back.
+    const sizes = ready.map((p) => p.message.bytes.byteLength)
     await startCounting()
-    const { results, dialect, sizes } = await app.run(Effect.scoped(Effect.gen(function*() {
-      const db = yield* Database
-      const writer = yield* makeIngestWriter
-      const ready = yield* Effect.forEach([0, 1, 2, 3, 4, 5], (i) => prepared(plainMessage({ subject: `big${i}`, body }), [copyOf(a)]))
-      const sizes = ready.map((p) => p.message.bytes.byteLength)
-      // The wallet is held until the gate opens: the first commit waits, the other five gather.
-      const gate = yield* Deferred.make<void>()
-      const holding = yield* Deferred.make<void>()
-      const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
-        yield* db.query("SELECT balance_tzs FROM wallets WHERE user_id = $1 FOR UPDATE", [a.userId])
-        yield* Deferred.succeed(holding, undefined)
-        yield* Deferred.await(gate)
-      })))
-      yield* Deferred.await(holding)
-      const first = yield* Effect.forkChild(writer.submit(ready[0]!))
-      yield* Effect.sleep("200 millis")
-      const rest = yield* Effect.forEach(ready.slice(1), (p) => Effect.forkChild(writer.submit(p)))
-      yield* Effect.sleep("50 millis")
-      yield* Deferred.succeed(gate, undefined)
-      yield* Fiber.join(holder)
-      return { results: yield* Effect.forEach([first, ...rest], Fiber.join), dialect: db.dialect, sizes }
-    })))
+    const { results, dialect } = await app.run(gatheredWhileHeld(a, ready))
     for (const size of sizes) {
       expect(size).toBeGreaterThan(290 * 1024)
       expect(size).toBeLessThan(340 * 1024)
