@@ -1,8 +1,9 @@
 /**
  * The ingest actor: one writer fiber per process owns every storing transaction. Sessions hand
  * it prepared messages through a bounded mailbox and wait; the writer takes whatever has arrived
- * (up to BATCH_MAX messages, and `batchBytesFor` its engine of their bytes), commits it in one transaction
- * (./store.ts), and only then answers each waiting session, so a 250 always means committed.
+ * (up to BATCH_MAX messages), commits it in one transaction per `batchBytesFor` its engine of
+ * their bytes (./store.ts), and only then answers each waiting session, so a 250 always means
+ * committed.
  * While one commit runs the next batch gathers in the mailbox, so the batch grows with the load
  * and an idle server answers at once (group commit).
  *
