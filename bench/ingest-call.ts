@@ -24,6 +24,7 @@ import type { ConnectionSource } from "../src/db/connection.ts"
 import { openPglite } from "../src/db/pglite.ts"
 import { openPostgres } from "../src/db/postgres.ts"
 import { loadMigrations } from "../src/db/migrate.ts"
+import { cpuSeconds } from "./mx-support.ts"
 import { scratchDatabase } from "./scratch-database.ts"
 import { preparedFor } from "../test/support/inbound-fixtures.ts"
 
@@ -41,12 +42,7 @@ const open = async (): Promise<{ source: ConnectionSource; cpuMs: () => number |
     const { source, close } = openPostgres({ url: scratch.url!, max: 1, lanes: 0 })
     for (const m of loadMigrations()) await source.exec(m.sql)
     const pid = Number(((await source.query("SELECT pg_backend_pid() AS pid"))[0] as { pid: number }).pid)
-    const tick = 1000 / 100 // USER_HZ
-    const cpuMs = () => {
-      const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-      return (Number(fields[11]) + Number(fields[12])) * tick
-    }
-    return { source, cpuMs, close: async () => (await close(), await scratch.drop()) }
+    return { source, cpuMs: () => cpuSeconds(pid) * 1000, close: async () => (await close(), await scratch.drop()) }
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-ingest-call-"))
   const { source, pg, close } = await openPglite({ dataDir: dir })

@@ -6,10 +6,10 @@
  * a loopback DNS server, parsing, storing and charging 5 TZS per message.
  *
  * Reported per case: msgs/s, the ratio to the mean of the discarding peer's runs just before and
- * just after it (driven the same way: one smtp-source process per account), p99 end-of-DATA → 250 (one probe
- * session riding along with the load), the service's CPU and peak RSS (VmHWM; with WEB_CONCURRENCY
- * the sum over the primary and its workers; PostgreSQL's own memory is not in it), and separately
- * accepted → webhook-received latency at 200 msgs/s.
+ * just after it (driven the same way: one smtp-source process per account), p99 end-of-DATA → 250
+ * (one probe session riding along with the load), the service's CPU and peak RSS (VmHWM; with
+ * WEB_CONCURRENCY the sum over the primary and its workers; PostgreSQL's own memory is not in it),
+ * and separately accepted → webhook-received latency at 200 msgs/s.
  *
  *   npm run bench -- mx                       # every case, PGlite and PostgreSQL
  *   BENCH_QUICK=1 npm run bench -- mx         # fewer messages
