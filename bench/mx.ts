@@ -18,6 +18,7 @@
  *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
  *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
  *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
+ *   BENCH_SERVICE_LOG_FILE=/tmp/svc.log               # all the service's output to a file (BENCH_SERVICE_LOG keeps a tail)
  *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
  */
 import { ConfigProvider, Effect } from "effect"
@@ -50,6 +51,8 @@ const ACCOUNTS = (process.env.BENCH_ACCOUNTS ?? "1,20").split(",").map(Number)
 const PEERS = process.env.BENCH_PEERS !== "0"
 /** BENCH_SERVICE_LOG=1 prints what the service wrote (its warnings, any diagnostics). */
 const SERVICE_LOG = process.env.BENCH_SERVICE_LOG === "1"
+/** BENCH_SERVICE_LOG_FILE=/tmp/svc.log: the service writes all its output there (untruncated, e.g. --trace-gc-nvp). */
+const SERVICE_LOG_FILE = process.env.BENCH_SERVICE_LOG_FILE
 /** BENCH_SERVICE_ENV='{"INGEST_THREADS":"0"}': settings added to the service's environment. */
 const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>
 
@@ -116,7 +119,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
 
   const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
   const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []
-  const proc = run(process.execPath, [...flags, ...profile, path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")], env)
+  const proc = run(process.execPath, [...flags, ...profile, path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")], env, SERVICE_LOG_FILE)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)

@@ -144,6 +144,41 @@ const byteaAsBase64 = (n: number, bytes: Uint8Array, handOver?: boolean): ByteaP
   return { sql: `decode($${n}::text, 'base64')`, value }
 }
 
+/**
+ * Forgets what a settled postgres.js Query holds of its parameters: the arguments as given and
+ * their serialised texts (`args`, `parameters`). postgres@3.4.9 keeps every Query reachable past
+ * two scavenges, so each statement's parameters were promoted to the old generation and stayed
+ * there until a full GC. For the MX's batch commit that was the whole batch as text (its rows'
+ * JSON and its bytes' base64, ~70 KB per statement): a third of what the event loop promoted under
+ * 2 KiB mail. Alone (3,000 statements with a 30 KB text parameter, `--trace-gc-nvp`): 27 MB
+ * promoted and 4.1 ms per scavenge, against 2 MB and 0.8 ms with the arrays emptied
+ * (bench/REPORT.md, MX ingest, 2026-11-28).
+ * Nothing reads them once the Query settled: a retry (a prepared statement the server
+ * invalidated) happens before it does, and our errors keep only the message and SQLSTATE.
+ */
+export const releaseParameters = (query: object): void => {
+  const q = query as { args?: unknown; parameters?: unknown }
+  if (Array.isArray(q.args)) q.args.length = 0
+  if (Array.isArray(q.parameters)) q.parameters.length = 0
+}
+
+/**
+ * Runs one statement on a postgres.js client (the pool, a lane's connection or a transaction's),
+ * prepared when `prepare` says so, and releases its parameters once it settled.
+ */
+export const statementRunner = (
+  q: { unsafe: postgres.Sql["unsafe"] },
+  prepare: (text: string) => boolean,
+) =>
+async (text: string, params?: ReadonlyArray<unknown>): Promise<Array<Row>> => {
+  const query = params && params.length > 0 ? q.unsafe(text, params as Array<never>, { prepare: prepare(text) }) : q.unsafe(text)
+  try {
+    return Array.from(await query) as Array<Row>
+  } finally {
+    releaseParameters(query)
+  }
+}
+
 export const openPostgres = (options: PostgresOptions): { source: ConnectionSource; close: () => Promise<void> } => {
   const max = options.max ?? 16
   const laneCount = Math.max(0, Math.min(options.lanes ?? (max >= 4 ? 2 : 0), max - 1))
@@ -172,12 +207,7 @@ export const openPostgres = (options: PostgresOptions): { source: ConnectionSour
   // Statements on the pool wait here rather than queue inside postgres.js (see `admission`);
   // a reserved connection (a transaction) is its own and runs its statements directly.
   const admit = admission(poolSize)
-  const run = (q: { unsafe: typeof sql.unsafe }) => async (text: string, params?: ReadonlyArray<unknown>) =>
-    Array.from(
-      await (params && params.length > 0
-        ? q.unsafe(text, params as Array<never>, { prepare: prepare(text) })
-        : q.unsafe(text)),
-    ) as Array<Row>
+  const run = (q: { unsafe: typeof sql.unsafe }) => statementRunner(q, prepare)
   // Each lane is a client of one connection: postgres.js pipelines onto its only connection, and
   // with one connection its queues never keep the holes that make a larger pool decay.
   const laneClients = Array.from({ length: laneCount }, () => client(1))
