@@ -10,6 +10,7 @@
  *   N=6 ROUNDS=300 FN=ingest_batch_bytes node … bench/ingest-call.ts
  *   SQL=/tmp/variant.sql node … bench/ingest-call.ts   # SQL run first (a function variant, a dropped index)
  *   ENGINE=postgres N=8 ROUNDS=1000 node bench/ingest-call.ts   # BENCH_DATABASE_URL names the server
+ *   ENGINE=postgres N=10 ACCOUNTS=10 node bench/ingest-call.ts  # the messages spread over ten accounts
  *
  * A variant that returns early at a chosen statement, run against the whole function, gives
  * that statement's cost by difference; bench/REPORT.md (MX ingest, 2026-11-27 third session) has
@@ -31,6 +32,8 @@ import { preparedFor } from "../test/support/inbound-fixtures.ts"
 const N = Number(process.env.N ?? 10)
 const ROUNDS = Number(process.env.ROUNDS ?? 300)
 const FN = process.env.FN ?? "ingest_batch_alone"
+/** Accounts the batch's messages go to, in turn (one address each). */
+const ACCOUNTS = Number(process.env.ACCOUNTS ?? 1)
 
 const ENGINE = process.env.ENGINE === "postgres" ? "postgres" : "pglite"
 
@@ -55,12 +58,18 @@ const open = async (): Promise<{ source: ConnectionSource; cpuMs: () => number |
 const { source, cpuMs, close } = await open()
 try {
   const one = async (text: string, params?: ReadonlyArray<unknown>) => (await source.query(text, params))[0] as Record<string, unknown>
-  const userId = Number((await one("INSERT INTO users (name, email, email_verified) VALUES ('bench', 'bench@example.co.tz', true) RETURNING id")).id)
-  await source.query(
-    "INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, 1000000000) ON CONFLICT (user_id) DO UPDATE SET balance_tzs = 1000000000",
-    [userId],
-  )
-  const addressId = Number((await one("INSERT INTO inbound_addresses (user_id, local_part) VALUES ($1, 'bench') RETURNING id", [userId])).id)
+  // ACCOUNTS accounts of one address each; the batch's messages go to them in turn (as 20
+  // smtp-source processes spread mail over 20 accounts in `npm run bench -- mx`).
+  const accounts: Array<{ userId: number; addressId: number; rcpt: string }> = []
+  for (let k = 0; k < ACCOUNTS; k++) {
+    const userId = Number((await one("INSERT INTO users (name, email, email_verified) VALUES ('bench', $1, true) RETURNING id", [`bench${k}@example.co.tz`])).id)
+    await source.query(
+      "INSERT INTO wallets (user_id, balance_tzs) VALUES ($1, 1000000000) ON CONFLICT (user_id) DO UPDATE SET balance_tzs = 1000000000",
+      [userId],
+    )
+    const addressId = Number((await one("INSERT INTO inbound_addresses (user_id, local_part) VALUES ($1, $2) RETURNING id", [userId, `bench${k}`])).id)
+    accounts.push({ userId, addressId, rcpt: `bench${k}@inbox.localhost` })
+  }
 
   // What smtp-source sends, about 2 KiB: a few headers and forty lines of text.
   const body = Array.from({ length: 40 }, (_, i) => `La de da de da ${i}. La de da de da de da de da.`).join("\r\n")
@@ -74,9 +83,11 @@ try {
     body,
     "",
   ].join("\r\n")
-  const rcpt = "bench@inbox.localhost"
-  const prepared = () => preparedFor(raw, [{ id: addressId, userId, email: rcpt }])
-  const batch = await Promise.all(Array.from({ length: N }, prepared))
+  const prepared = (i: number) => {
+    const { userId, addressId, rcpt } = accounts[i % ACCOUNTS]!
+    return preparedFor(raw, [{ id: addressId, userId, email: rcpt }])
+  }
+  const batch = await Promise.all(Array.from({ length: N }, (_, i) => prepared(i)))
   for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await source.exec(fs.readFileSync(file, "utf8"))
 
   const call = () => {
@@ -94,6 +105,7 @@ try {
     engine: ENGINE,
     fn: FN,
     messages: N,
+    accounts: ACCOUNTS,
     msPerCall: Number(ms.toFixed(3)),
     msPerMessage: Number((ms / N).toFixed(3)),
     ...(cpu === undefined ? {} : { dbCpuMsPerCall: Number(cpu.toFixed(3)), dbCpuMsPerMessage: Number((cpu / N).toFixed(3)) }),

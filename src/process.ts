@@ -20,6 +20,13 @@ const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Rec
 const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
 /**
+ * PGlite's WebAssembly on V8's baseline compiler only (see `engineFlags`). The test processes
+ * run with these too (vitest.config.ts): every test file's process compiled PGlite's module
+ * again, and tiering it up was a quarter of the CPU of a PGlite test (`perf`, 2026-11-28).
+ */
+export const WASM_BASELINE_ONLY = ["--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+
+/**
  * V8 flags by engine (bench/REPORT.md has the measurements).
  *
  * The young generation:
@@ -56,7 +63,8 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
   databaseUrl
     ? ["--max-semi-space-size=8"]
-    : ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=50"]
+    : ["--max-semi-space-size=4", ...WASM_BASELINE_ONLY, "--heap-growing-percent=50"]
+
 
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
 const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")
