@@ -157,9 +157,10 @@ const byteaAsBase64 = (n: number, bytes: Uint8Array, handOver?: boolean): ByteaP
  * invalidated) happens before it does, and our errors keep only the message and SQLSTATE.
  */
 export const releaseParameters = (query: object): void => {
+  // Replaced, never emptied: `args` is the caller's own array, which a retry may send again.
   const q = query as { args?: unknown; parameters?: unknown }
-  if (Array.isArray(q.args)) q.args.length = 0
-  if (Array.isArray(q.parameters)) q.parameters.length = 0
+  if (Array.isArray(q.args)) q.args = []
+  if (Array.isArray(q.parameters)) q.parameters = []
 }
 
 /**

@@ -27,11 +27,15 @@ describe.skipIf(!onPostgres)("a statement's parameters on PostgreSQL", () => {
       for (const prepared of [true, false]) {
         const run = statementRunner(watched(sql, seen), () => prepared)
         const big = "é".repeat(40_000)
-        const rows = await run("SELECT length($1::text) AS n, $2::int8 AS k", [big, 7])
+        const params = [big, 7]
+        const rows = await run("SELECT length($1::text) AS n, $2::int8 AS k", params)
         expect(rows).toEqual([{ n: 40_000, k: "7" }])
         const query = seen.at(-1)!
         expect(query.args).toEqual([])
         expect(query.parameters).toEqual([])
+        // The caller's array is its own still: a retry sends the same parameters again.
+        expect(params).toEqual([big, 7])
+        expect(await run("SELECT length($1::text) AS n, $2::int8 AS k", params)).toEqual([{ n: 40_000, k: "7" }])
         // The same text again (a prepared statement's second run binds the new parameters).
         expect(await run("SELECT length($1::text) AS n, $2::int8 AS k", ["abc", 8])).toEqual([{ n: 3, k: "8" }])
       }
