@@ -149,10 +149,10 @@ const byteaAsBase64 = (n: number, bytes: Uint8Array, handOver?: boolean): ByteaP
  * their serialised texts (`args`, `parameters`). postgres@3.4.9 keeps every Query reachable past
  * two scavenges, so each statement's parameters were promoted to the old generation and stayed
  * there until a full GC. For the MX's batch commit that was the whole batch as text (its rows'
- * JSON and its bytes' base64, ~70 KB per statement): a third of what the event loop promoted under
- * 2 KiB mail. Alone (3,000 statements with a 30 KB text parameter, `--trace-gc-nvp`): 27 MB
- * promoted and 4.1 ms per scavenge, against 2 MB and 0.8 ms with the arrays emptied
- * (bench/REPORT.md, MX ingest, 2026-11-28).
+ * JSON and its bytes' base64, ~70 KB per statement): over a third of what the event loop promoted
+ * under 2 KiB mail. Alone (3,000 statements with a 30 KB text parameter, `--trace-gc-nvp`): 27 MB
+ * promoted and 4.1 ms per scavenge, against 1.6–2 MB and 0.6–0.8 ms with the Query's arrays
+ * dropped (bench/REPORT.md, MX ingest, 2026-11-28).
  * Nothing reads them once the Query settled: a retry (a prepared statement the server
  * invalidated) happens before it does, and our errors keep only the message and SQLSTATE.
  */
