@@ -65,7 +65,6 @@ export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<strin
     ? ["--max-semi-space-size=8"]
     : ["--max-semi-space-size=4", ...WASM_BASELINE_ONLY, "--heap-growing-percent=50"]
 
-
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
 const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")
 
