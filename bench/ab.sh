@@ -11,7 +11,8 @@
 #   bench/ab.sh . . pglite reuse 3 '{}' '{"INGEST_THREADS":"0"}'
 #
 # ENGINE: pglite | postgres; CASE: reuse | once | large (bench/mx.ts); one account, no peers.
-# Prints one line per run; each run's whole output is kept in $AB_LOGS (default /tmp/ab-logs).
+# Prints one line per run, then the medians per side; each run's whole output is kept in $AB_LOGS
+# (default /tmp/ab-logs).
 set -u
 dirA=$1 dirB=$2 engine=$3 case=$4 rounds=$5 envA=${6:-'{}'} envB=${7:-'{}'}
 logs=${AB_LOGS:-/tmp/ab-logs}
@@ -24,8 +25,16 @@ for r in $(seq 1 "$rounds"); do
       timeout 600 npm run bench -- mx >"$log" 2>&1)
     line=$(grep '^{"load' "$log" | sed 's/.*account","//')
     echo "$side $r ${line:-FAILED (see $log)}"
+    [ -n "$line" ] && echo "$side $(grep '^{"load' "$log")" >>"$logs/summary.$$"
     # A run that failed half-way may leave its service behind, holding the ports.
     for p in $(pgrep -f "node.*src/main\.[tj]s"); do kill -TERM "$p"; done
     sleep 1
   done
 done
+# Medians per side: msgs/s and CPU per message (the service's, and PostgreSQL's where measured).
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else print "-" }'; }
+for side in A B; do
+  field() { grep "^$side " "$logs/summary.$$" 2>/dev/null | grep -o "\"$1\":[0-9.]*" | cut -d: -f2 | median; }
+  echo "$side medians: msgsPerSecond $(field msgsPerSecond), cpuMsPerMessage $(field cpuMsPerMessage), dbCpuMsPerMessage $(field dbCpuMsPerMessage)"
+done
+rm -f "$logs/summary.$$"
