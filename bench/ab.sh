@@ -23,9 +23,13 @@ for r in $(seq 1 "$rounds"); do
     log="$logs/$engine-$case-$side-$r-$(date +%s).log"
     (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS=1 \
       timeout 600 npm run bench -- mx >"$log" 2>&1)
-    line=$(grep '^{"load' "$log" | sed 's/.*account","//')
-    echo "$side $r ${line:-FAILED (see $log)}"
-    [ -n "$line" ] && echo "$side $(grep '^{"load' "$log")" >>"$logs/summary.$$"
+    result=$(grep '^{"load' "$log")
+    if [ -n "$result" ]; then
+      echo "$side $r ${result##*account\",\"}"
+      echo "$side $result" >>"$logs/summary.$$"
+    else
+      echo "$side $r FAILED (see $log)"
+    fi
     # A run that failed half-way may leave its service behind, holding the ports.
     for p in $(pgrep -f "node.*src/main\.[tj]s"); do kill -TERM "$p"; done
     sleep 1
@@ -33,8 +37,8 @@ for r in $(seq 1 "$rounds"); do
 done
 # Medians per side: msgs/s and CPU per message (the service's, and PostgreSQL's where measured).
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else print "-" }'; }
+field() { grep "^$1 " "$logs/summary.$$" 2>/dev/null | grep -o "\"$2\":[0-9.]*" | cut -d: -f2 | median; }
 for side in A B; do
-  field() { grep "^$side " "$logs/summary.$$" 2>/dev/null | grep -o "\"$1\":[0-9.]*" | cut -d: -f2 | median; }
-  echo "$side medians: msgsPerSecond $(field msgsPerSecond), cpuMsPerMessage $(field cpuMsPerMessage), dbCpuMsPerMessage $(field dbCpuMsPerMessage)"
+  echo "$side medians: msgsPerSecond $(field $side msgsPerSecond), cpuMsPerMessage $(field $side cpuMsPerMessage), dbCpuMsPerMessage $(field $side dbCpuMsPerMessage)"
 done
 rm -f "$logs/summary.$$"
