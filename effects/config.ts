@@ -67,8 +67,8 @@ export interface Settings {
   readonly smtpMemoryBytes: number
   /**
    * INGEST_THREADS: worker threads that authenticate and parse received mail (0: on the event
-   * loop). Default: one fewer than the cores, at most 4; on two cores or fewer, one
-   * (src/config.ts `defaultIngestThreads`).
+   * loop). Default: one fewer than the cores, at most 4; on two cores or fewer, one with PGlite
+   * and none with a PostgreSQL server (src/config.ts `defaultIngestThreads`).
    */
   readonly ingestThreads: number
   /**

@@ -31,19 +31,25 @@ const optionalString = (name: string) =>
 
 /**
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
- * commits) and the rest prepare mail, at most 4; on two cores or fewer, one. It starts with the
- * first message, so the idle RSS does not pay for it, and large in-memory messages are prepared
- * on the event loop anyway (src/ingest/prepare-pool.ts, `LOOP_PREPARE_BYTES`).
+ * commits) and the rest prepare mail, at most 4; on two cores or fewer, one with PGlite and none
+ * with a PostgreSQL server. Threads start with the first message, so the idle RSS does not pay
+ * for them, and large in-memory messages are prepared on the event loop anyway
+ * (src/ingest/prepare-pool.ts, `LOOP_PREPARE_BYTES`).
  *
- * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
- * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
- * the loop, one message per connection (200 sessions, all 2 KiB, so on the thread either way) went
- * 1,019–1,078 → 1,166–1,329 msgs/s in seven interleaved pairs, at the same CPU per message, and 2 KiB over 20 reused sessions −5 %
- * (more CPU per message on a machine that also runs the database and the load); 100 KiB mail as
- * before (bench/REPORT.md, MX ingest, 2026-11-27 third session). On PGlite the thread made
- * one-message sessions 13 % faster (2026-11-26 afternoon).
+ * Two cores with a PostgreSQL server, which also runs the database (and in the bench the load):
+ * - 2026-11-27 (third session): one message per connection (200 sessions) went 1,019–1,078 →
+ *   1,166–1,329 msgs/s with the thread in seven interleaved pairs, 2 KiB over 20 reused sessions
+ *   −5 %, so the thread became the default.
+ * - 2026-11-28 (thirteenth session, a faster machine): the thread's round trip costs a 2 KiB
+ *   message ~0.9 ms of waiting for ~0.06 ms of work, in a session's ~6.6 ms round. Without it,
+ *   20 reused sessions +7 % (eight pairs, every one faster; 20 accounts +1/+13/+15 %) at ~60 MiB
+ *   less peak RSS, one message per connection −4 % (eight pairs; 20 accounts −3 to −5 %). Reused
+ *   sessions are the case short of its target (0.5 of the peer), one per connection has margin
+ *   (0.8), so none again (bench/REPORT.md, MX ingest).
+ * On PGlite the thread made one-message sessions 13 % faster (2026-11-26 afternoon); kept.
  */
-export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 1 : Math.min(4, cores - 1))
+export const defaultIngestThreads = (cores: number, engine: "pglite" | "postgres"): number =>
+  cores <= 2 ? (engine === "pglite" ? 1 : 0) : Math.min(4, cores - 1)
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
@@ -167,7 +173,8 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (r.smtpMaxSessionsPerIp < 1) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
     }
-    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism()))
+    const engine = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
+    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism(), engine))
     if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }

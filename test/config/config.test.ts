@@ -93,14 +93,15 @@ describe("settings", () => {
     expect(r.failure.message).not.toContain("\n")
   })
 
-  it("prepares mail on cores-1 threads (at most 4, at least 1) on either engine unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
-    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n))).toEqual([1, 1, 2, 3, 4, 4, 4])
+  it("prepares mail on cores-1 threads (at most 4), on two cores or fewer one with PGlite and none with PostgreSQL, unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
+    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n, "pglite"))).toEqual([1, 1, 2, 3, 4, 4, 4])
+    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n, "postgres"))).toEqual([0, 0, 2, 3, 4, 4, 4])
     const byDefault = await load({ DATA_DIR: tmp() })
     if (byDefault._tag !== "Success") throw new Error("load failed")
-    expect(byDefault.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism()))
+    expect(byDefault.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism(), "pglite"))
     const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
     if (onServer._tag !== "Success") throw new Error("load failed")
-    expect(onServer.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism()))
+    expect(onServer.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism(), "postgres"))
     const one = await load({ DATA_DIR: tmp(), INGEST_THREADS: "1" })
     if (one._tag !== "Success") throw new Error("load failed")
     expect(one.success.ingestThreads).toBe(1)

@@ -55,8 +55,9 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   production: false,
   smtpMaxSessionsPerIp: 20,
   smtpMemoryBytes: 256 * 1024 * 1024,
-  // One prepare worker thread: the production default on 2 cores (INGEST_THREADS=0, all on the
-  // event loop, has its own runs in test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
+  // One prepare worker thread on both engines: PGlite's default on 2 cores (PostgreSQL's there is
+  // INGEST_THREADS=0, all on the event loop, which has its own runs in
+  // test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
   ingestThreads: 1,
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
   ingestBlobBytes: 64 * 1024,
