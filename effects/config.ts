@@ -67,10 +67,17 @@ export interface Settings {
   readonly smtpMemoryBytes: number
   /**
    * INGEST_THREADS: worker threads that authenticate and parse received mail (0: on the event
-   * loop). Default: one fewer than the cores, at most 4; on two cores or fewer, one with PGlite
-   * and none with a PostgreSQL server (src/config.ts `defaultIngestThreads`).
+   * loop). Default: one fewer than the cores, at most 4; on two cores or fewer, one
+   * (src/config.ts `defaultIngestThreads`).
    */
   readonly ingestThreads: number
+  /**
+   * INGEST_LOOP_BYTES: where threads run, in-memory messages of at least this many bytes are
+   * prepared on the event loop all the same (0: every in-memory message; spooled ones always go
+   * to a thread). Default: 65536; 0 with a PostgreSQL server on two cores or fewer
+   * (src/config.ts `defaultIngestLoopBytes`).
+   */
+  readonly ingestLoopBytes: number
   /**
    * INGEST_BLOB_BYTES: received messages of at least this many bytes keep their body as a file in
    * `DATA_DIR/blobs` instead of the database (effects/ports/MimeBlobs.ts); 0: always in the database.

@@ -31,25 +31,50 @@ const optionalString = (name: string) =>
 
 /**
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
- * commits) and the rest prepare mail, at most 4; on two cores or fewer, one with PGlite and none
- * with a PostgreSQL server. Threads start with the first message, so the idle RSS does not pay
- * for them, and large in-memory messages are prepared on the event loop anyway
- * (src/ingest/prepare-pool.ts, `LOOP_PREPARE_BYTES`).
+ * commits) and the rest prepare mail, at most 4; on two cores or fewer, one. It starts with the
+ * first message sent its way, so the idle RSS does not pay for it; which messages go there is
+ * `defaultIngestLoopBytes`'s.
  *
- * Two cores with a PostgreSQL server, which also runs the database (and in the bench the load):
- * - 2026-11-27 (third session): one message per connection (200 sessions) went 1,019–1,078 →
- *   1,166–1,329 msgs/s with the thread in seven interleaved pairs, 2 KiB over 20 reused sessions
- *   −5 %, so the thread became the default.
- * - 2026-11-28 (thirteenth session, a faster machine): the thread's round trip costs a 2 KiB
- *   message ~0.9 ms of waiting for ~0.06 ms of work, in a session's ~6.6 ms round. Without it,
- *   20 reused sessions +7 % (eight pairs, every one faster; 20 accounts +1/+13/+15 %) at ~60 MiB
- *   less peak RSS, one message per connection −4 % (eight pairs; 20 accounts −3 to −5 %). Reused
- *   sessions are the case short of its target (0.5 of the peer), one per connection has margin
- *   (0.8), so none again (bench/REPORT.md, MX ingest).
- * On PGlite the thread made one-message sessions 13 % faster (2026-11-26 afternoon); kept.
+ * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
+ * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
+ * the loop, one message per connection (200 sessions, all 2 KiB, so on the thread either way) went
+ * 1,019–1,078 → 1,166–1,329 msgs/s in seven interleaved pairs, at the same CPU per message, and 2 KiB over 20 reused sessions −5 %
+ * (more CPU per message on a machine that also runs the database and the load); 100 KiB mail as
+ * before (bench/REPORT.md, MX ingest, 2026-11-27 third session). On PGlite the thread made
+ * one-message sessions 13 % faster (2026-11-26 afternoon).
  */
-export const defaultIngestThreads = (cores: number, engine: "pglite" | "postgres"): number =>
-  cores <= 2 ? (engine === "pglite" ? 1 : 0) : Math.min(4, cores - 1)
+export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 1 : Math.min(4, cores - 1))
+
+/**
+ * In-memory messages of this size or more are prepared on the event loop even where threads run.
+ * A 100 KiB message on a thread cost more than it saved: the thread's own V8 heap and malloc arena
+ * grew with the bodies it parsed, and the prepared bytes came back across. 100 KiB mail over 20
+ * sessions, interleaved pairs (bench/REPORT.md, MX ingest, 2026-11-27 third session): on PGlite
+ * 383 / 361 against 357 / 352 msgs/s at 3.7 against 4.5 ms of CPU per message and 349–353
+ * against 374–377 MiB peak; on PostgreSQL with a thread 396–414 msgs/s at 285–306 MiB, against
+ * 396–437 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
+ * messages (over 1 MiB, read from their file) still go to a thread: several ms of parsing each.
+ */
+export const LOOP_PREPARE_BYTES = 64 * 1024
+
+/**
+ * INGEST_LOOP_BYTES when not set: in-memory messages of this size or more are prepared on the
+ * event loop even where threads run (`LOOP_PREPARE_BYTES`, 64 KiB: on a thread they cost more CPU
+ * and memory than they saved). With a PostgreSQL server on two cores or fewer, 0: every message
+ * held in memory is prepared on the loop and the thread takes only spooled ones (over
+ * SMTP_MEMORY_BYTES' share, several ms of parsing each, which would stall every session).
+ *
+ * On such a machine (bench/REPORT.md, MX ingest, 2026-11-28 thirteenth session) the thread's round
+ * trip cost a 2 KiB message ~0.9 ms of waiting (a third busy thread on two cores) for ~0.06 ms of
+ * work, in a reused session's ~6.6 ms round. On the loop: 20 reused sessions +7 % (eight
+ * interleaved pairs, every one faster; 20 accounts +1/+13/+15 %) at ~60 MiB less peak RSS (the
+ * thread never starts), one message per connection −4 % (eight pairs; 20 accounts −3 to −5 %).
+ * Reused sessions are the case short of its target (0.5 of the peer), one per connection has
+ * margin (0.8). The third session's machine had shown the opposite balance (above). On PGlite,
+ * four pairs showed no gain: 64 KiB there.
+ */
+export const defaultIngestLoopBytes = (cores: number, engine: "pglite" | "postgres"): number =>
+  cores <= 2 && engine === "postgres" ? 0 : LOOP_PREPARE_BYTES
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
@@ -105,6 +130,7 @@ const raw = Config.all({
   smtpMaxSessionsPerIp: Config.Int("SMTP_MAX_SESSIONS_PER_IP").pipe(Config.withDefault(20)),
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
   ingestThreads: Config.option(Config.Int("INGEST_THREADS")),
+  ingestLoopBytes: Config.option(Config.Int("INGEST_LOOP_BYTES")),
   ingestBlobBytes: Config.option(Config.Int("INGEST_BLOB_BYTES")),
 })
 
@@ -173,10 +199,14 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (r.smtpMaxSessionsPerIp < 1) {
       return yield* new ConfigInvalid({ message: "Invalid setting SMTP_MAX_SESSIONS_PER_IP: expected a positive integer" })
     }
-    const engine = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
-    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism(), engine))
+    const ingestThreads = Option.getOrElse(r.ingestThreads, () => defaultIngestThreads(os.availableParallelism()))
     if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
+    }
+    const engine = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
+    const ingestLoopBytes = Option.getOrElse(r.ingestLoopBytes, () => defaultIngestLoopBytes(os.availableParallelism(), engine))
+    if (ingestLoopBytes < 0) {
+      return yield* new ConfigInvalid({ message: "Invalid setting INGEST_LOOP_BYTES: expected 0 (every in-memory message on the event loop) or a size in bytes" })
     }
     const ingestBlobBytes = Option.getOrElse(r.ingestBlobBytes, () => (Option.isNone(r.databaseUrl) ? DEFAULT_BLOB_BYTES : 0))
     if (ingestBlobBytes < 0) {
@@ -233,6 +263,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       // Production defaults (DECISIONS.md): the MX on port 25, webhooks to public addresses only.
       smtpPort: Option.getOrElse(r.smtpPort, () => (production ? 25 : 2525)),
       ingestThreads,
+      ingestLoopBytes,
       ingestBlobBytes,
       webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),

@@ -129,10 +129,10 @@ const messageEvents = Layer.effect(
   }),
 )
 
-/** Where received mail is authenticated and parsed: INGEST_THREADS worker threads, or the event loop. */
+/** Where received mail is authenticated and parsed: INGEST_THREADS worker threads and the event loop (INGEST_LOOP_BYTES). */
 const messagePreparer = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  return messagePreparerLayer(config.ingestThreads)
+  return messagePreparerLayer(config.ingestThreads, config.ingestLoopBytes)
 }))
 
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */

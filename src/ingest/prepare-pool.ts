@@ -20,6 +20,7 @@ import type { MalformedMessage } from "../../effects/ingest/parse.ts"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer, type MessagePreparerShape, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
+import { LOOP_PREPARE_BYTES } from "../config.ts"
 import { siblingModule } from "../module-url.ts"
 
 type Outcome =
@@ -121,30 +122,22 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     }),
   )
 
-/**
- * In-memory messages of this size or more are prepared on the event loop even where threads run.
- * A 100 KiB message on a thread cost more than it saved: the thread's own V8 heap and malloc arena
- * grew with the bodies it parsed, and the prepared bytes came back across. 100 KiB mail over 20
- * sessions, interleaved pairs (bench/REPORT.md, MX ingest, 2026-11-27 third session): on PGlite
- * 383 / 361 against 357 / 352 msgs/s at 3.7 against 4.5 ms of CPU per message and 349–353
- * against 374–377 MiB peak; on PostgreSQL with a thread 396–414 msgs/s at 285–306 MiB, against
- * 396–437 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
- * messages (over 1 MiB, read from their file) still go to a thread: several ms of parsing each.
- */
-export const LOOP_PREPARE_BYTES = 64 * 1024
 
-/** Large in-memory messages to `loop`, the rest (small, or spooled) to `threads`. */
+/** In-memory messages of `loopBytes` or more to `loop` (0: all of them), the rest (small, or spooled) to `threads`. */
 export const bySize = (threads: MessagePreparerShape, loop: MessagePreparerShape, loopBytes = LOOP_PREPARE_BYTES): MessagePreparerShape => ({
   prepare: (job) => (job.source._tag === "Memory" && job.source.bytes.byteLength >= loopBytes ? loop : threads).prepare(job),
 })
 
-/** INGEST_THREADS worker threads for all but large in-memory mail (`bySize`), or the event loop alone when it is 0. */
-export const messagePreparerLayer = (threads: number): Layer.Layer<MessagePreparer, never, Dns> =>
+/**
+ * INGEST_THREADS worker threads for what `bySize` sends them (in-memory mail under INGEST_LOOP_BYTES,
+ * and spooled mail), or the event loop alone when it is 0.
+ */
+export const messagePreparerLayer = (threads: number, loopBytes = LOOP_PREPARE_BYTES): Layer.Layer<MessagePreparer, never, Dns> =>
   threads === 0 ? MessagePreparer.inProcess : Layer.effect(
     MessagePreparer,
     Effect.gen(function*() {
       const service = (layer: Layer.Layer<MessagePreparer, never, Dns>) => Effect.map(Layer.build(layer), (c) => Context.get(c, MessagePreparer))
-      return MessagePreparer.of(bySize(yield* service(preparePoolLayer(threads)), yield* service(MessagePreparer.inProcess)))
+      return MessagePreparer.of(bySize(yield* service(preparePoolLayer(threads)), yield* service(MessagePreparer.inProcess), loopBytes))
     }),
   )
 

@@ -4,7 +4,7 @@ import * as os from "node:os"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { DEFAULT_BLOB_BYTES, defaultIngestThreads, loadSettings, parseDuration } from "../../src/config.ts"
+import { DEFAULT_BLOB_BYTES, defaultIngestLoopBytes, defaultIngestThreads, LOOP_PREPARE_BYTES, loadSettings, parseDuration } from "../../src/config.ts"
 
 const load = (env: Record<string, string>) =>
   Effect.runPromise(Effect.result(loadSettings(ConfigProvider.fromEnv({ env }))))
@@ -93,21 +93,39 @@ describe("settings", () => {
     expect(r.failure.message).not.toContain("\n")
   })
 
-  it("prepares mail on cores-1 threads (at most 4), on two cores or fewer one with PGlite and none with PostgreSQL, unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
-    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n, "pglite"))).toEqual([1, 1, 2, 3, 4, 4, 4])
-    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n, "postgres"))).toEqual([0, 0, 2, 3, 4, 4, 4])
+  it("prepares mail on cores-1 threads (at most 4, at least 1) on either engine unless INGEST_THREADS says otherwise, 0 meaning the event loop", async () => {
+    expect([1, 2, 3, 4, 5, 8, 64].map((n) => defaultIngestThreads(n))).toEqual([1, 1, 2, 3, 4, 4, 4])
     const byDefault = await load({ DATA_DIR: tmp() })
     if (byDefault._tag !== "Success") throw new Error("load failed")
-    expect(byDefault.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism(), "pglite"))
+    expect(byDefault.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism()))
     const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
     if (onServer._tag !== "Success") throw new Error("load failed")
-    expect(onServer.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism(), "postgres"))
+    expect(onServer.success.ingestThreads).toBe(defaultIngestThreads(os.availableParallelism()))
     const one = await load({ DATA_DIR: tmp(), INGEST_THREADS: "1" })
     if (one._tag !== "Success") throw new Error("load failed")
     expect(one.success.ingestThreads).toBe(1)
     const none = await load({ DATA_DIR: tmp(), INGEST_THREADS: "0" })
     if (none._tag !== "Success") throw new Error("load failed")
     expect(none.success.ingestThreads).toBe(0)
+  })
+
+  it("prepares in-memory mail of 64 KiB or more on the event loop, and all of it with PostgreSQL on two cores or fewer, unless INGEST_LOOP_BYTES says otherwise", async () => {
+    expect([1, 2, 3, 4, 8].map((n) => defaultIngestLoopBytes(n, "pglite"))).toEqual([1, 2, 3, 4, 8].map(() => LOOP_PREPARE_BYTES))
+    expect([1, 2, 3, 4, 8].map((n) => defaultIngestLoopBytes(n, "postgres"))).toEqual([0, 0, LOOP_PREPARE_BYTES, LOOP_PREPARE_BYTES, LOOP_PREPARE_BYTES])
+    const cores = os.availableParallelism()
+    const embedded = await load({ DATA_DIR: tmp() })
+    const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
+    const set = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail", INGEST_LOOP_BYTES: "4096" })
+    const all = await load({ DATA_DIR: tmp(), INGEST_LOOP_BYTES: "0" })
+    expect([embedded, onServer, set, all].map((r) => (r._tag === "Success" ? r.success.ingestLoopBytes : r._tag))).toEqual([
+      defaultIngestLoopBytes(cores, "pglite"),
+      defaultIngestLoopBytes(cores, "postgres"),
+      4096,
+      0,
+    ])
+    const negative = await load({ DATA_DIR: tmp(), INGEST_LOOP_BYTES: "-1" })
+    expect(negative._tag).toBe("Failure")
+    if (negative._tag === "Failure") expect(negative.failure.message).toContain("INGEST_LOOP_BYTES")
   })
 
   it("keeps large bodies as files by default on PGlite only, unless INGEST_BLOB_BYTES says otherwise (0: off)", async () => {

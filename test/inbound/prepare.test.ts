@@ -16,7 +16,8 @@ import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
-import { bySize, LOOP_PREPARE_BYTES, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
+import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
+import { bySize, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
 
 const fixture = (p: string) => fs.readFileSync(path.join(import.meta.dirname, "../../fixtures/mail/mail-gem", p))
 
@@ -255,7 +256,7 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
   }
   const sized = (n: number, id: string) => job(Buffer.alloc(n, 0x61), { id })
 
-  it("sends large in-memory messages to the event loop, small and spooled ones to the threads", async () => {
+  it("sends large in-memory messages to the event loop, small and spooled ones to the threads; with INGEST_LOOP_BYTES=0 every in-memory one to the loop", async () => {
     const threads = recording()
     const loop = recording()
     const routed = bySize(threads.shape, loop.shape)
@@ -269,6 +270,15 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
     for (const j of jobs) await Effect.runPromiseExit(routed.prepare(j))
     expect(threads.ids).toEqual(["small", "just-under", "spooled"])
     expect(loop.ids).toEqual(["at", "large"])
+
+    // INGEST_LOOP_BYTES=0 (PostgreSQL on two cores): every in-memory message on the loop, the
+    // thread only for spooled ones, whose parsing would stall every session.
+    const threadsB = recording()
+    const loopB = recording()
+    const memoryOnLoop = bySize(threadsB.shape, loopB.shape, 0)
+    for (const j of jobs) await Effect.runPromiseExit(memoryOnLoop.prepare(j))
+    expect(threadsB.ids).toEqual(["spooled"])
+    expect(loopB.ids).toEqual(["small", "just-under", "at", "large"])
   })
 
   it("prepares both kinds for real: the rows are those of the event loop alone", async () => {
@@ -278,6 +288,7 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
     const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
       withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach([plain, large], (m) => p.prepare(job(m))))
     expect(await rows(messagePreparerLayer(1))).toEqual(await rows(MessagePreparer.inProcess))
+    expect(await rows(messagePreparerLayer(1, 0))).toEqual(await rows(MessagePreparer.inProcess))
   })
 })
 

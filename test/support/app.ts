@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Settings } from "../../effects/config.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
+import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
 import type { AppServices } from "../../src/layers.ts"
 import { quietLoggerLayer } from "../../src/logger.ts"
 import { type Running, start } from "../../src/runtime.ts"
@@ -55,10 +56,11 @@ export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
   production: false,
   smtpMaxSessionsPerIp: 20,
   smtpMemoryBytes: 256 * 1024 * 1024,
-  // One prepare worker thread on both engines: PGlite's default on 2 cores (PostgreSQL's there is
-  // INGEST_THREADS=0, all on the event loop, which has its own runs in
+  // One prepare worker thread, taking all but large in-memory mail: the production default on 2
+  // cores with PGlite (INGEST_THREADS=0, all on the event loop, has its own runs in
   // test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
   ingestThreads: 1,
+  ingestLoopBytes: LOOP_PREPARE_BYTES,
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
   ingestBlobBytes: 64 * 1024,
   ...overrides,
