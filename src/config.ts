@@ -61,8 +61,8 @@ export const LOOP_PREPARE_BYTES = 64 * 1024
  * INGEST_LOOP_BYTES when not set: in-memory messages of this size or more are prepared on the
  * event loop even where threads run (`LOOP_PREPARE_BYTES`, 64 KiB: on a thread they cost more CPU
  * and memory than they saved). With a PostgreSQL server on two cores or fewer, 0: every message
- * held in memory is prepared on the loop and the thread takes only spooled ones (over
- * SMTP_MEMORY_BYTES' share, several ms of parsing each, which would stall every session).
+ * held in memory is prepared on the loop and the thread takes only spooled ones (over 1 MiB,
+ * several ms of parsing each, which would stall every session).
  *
  * On such a machine (bench/REPORT.md, MX ingest, 2026-11-28 thirteenth session) the thread's round
  * trip cost a 2 KiB message ~0.9 ms of waiting (a third busy thread on two cores) for ~0.06 ms of

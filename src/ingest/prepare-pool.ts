@@ -122,7 +122,6 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     }),
   )
 
-
 /** In-memory messages of `loopBytes` or more to `loop` (0: all of them), the rest (small, or spooled) to `threads`. */
 export const bySize = (threads: MessagePreparerShape, loop: MessagePreparerShape, loopBytes = LOOP_PREPARE_BYTES): MessagePreparerShape => ({
   prepare: (job) => (job.source._tag === "Memory" && job.source.bytes.byteLength >= loopBytes ? loop : threads).prepare(job),
