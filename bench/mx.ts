@@ -77,7 +77,9 @@ dns.negativeTtl(300)
 /** The service on `engine`, seeded with `accounts` funded accounts (one address each) before it starts. */
 const startService = async (engine: Engine, accounts: number, webhookUrl?: string) => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-mx-"))
-  const [httpPort, smtpPort, sandboxPort] = [await freePort(), await freePort(), await freePort()]
+  // Every listener on a port of its own (SANDBOX_SMTPS_PORT's 2465 too): a service still stopping,
+  // or one left behind by a bench that died, must not make the next run's start fail.
+  const [httpPort, smtpPort, sandboxPort, smtpsPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
   const scratch = await scratchDatabase(engine, PG_URL, "bench")
   const databaseUrl = scratch.url
 
@@ -85,6 +87,7 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
     PORT: String(httpPort),
     SMTP_PORT: String(smtpPort),
     SANDBOX_SMTP_PORT: String(sandboxPort),
+    SANDBOX_SMTPS_PORT: String(smtpsPort),
     DATA_DIR: dataDir,
     DNS_SERVERS: dns.address,
     LOG_LEVEL: "warn",
