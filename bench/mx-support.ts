@@ -17,9 +17,17 @@ export interface Proc {
 
 /** `logFile`: the process writes its output straight to that file (nothing for this process to
  * drain, and nothing lost to the 20,000-character tail, e.g. with --trace-gc); `output()` is then empty. */
+/** Processes `run` started that have not exited: a bench that dies of an error takes them along (no service left holding its ports). */
+const running = new Set<ChildProcess>()
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
 export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}, logFile?: string): Proc => {
   const log = logFile === undefined ? "pipe" : fs.openSync(logFile, "w")
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", log, log] })
+  running.add(child)
+  child.on("exit", () => running.delete(child))
   if (typeof log === "number") fs.closeSync(log)
   let output = ""
   child.stdout?.on("data", (d) => (output = (output + d).slice(-20_000)))
