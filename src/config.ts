@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Settings } from "../effects/config.ts"
+import type { DatabaseShape } from "../effects/ports/Database.ts"
 import { fromHex, randomHexSync } from "../effects/shared/crypto.ts"
 import { choiceProblems, PROVIDER_CHOICES, productionProblems } from "./production.ts"
 
@@ -73,7 +74,7 @@ export const LOOP_PREPARE_BYTES = 64 * 1024
  * margin (0.8). The third session's machine had shown the opposite balance (above). On PGlite,
  * four pairs showed no gain: 64 KiB there.
  */
-export const defaultIngestLoopBytes = (cores: number, engine: "pglite" | "postgres"): number =>
+export const defaultIngestLoopBytes = (cores: number, engine: DatabaseShape["dialect"]): number =>
   cores <= 2 && engine === "postgres" ? 0 : LOOP_PREPARE_BYTES
 
 /**
@@ -203,12 +204,12 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (ingestThreads < 0 || ingestThreads > 64) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }
-    const engine = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
+    const engine: DatabaseShape["dialect"] = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
     const ingestLoopBytes = Option.getOrElse(r.ingestLoopBytes, () => defaultIngestLoopBytes(os.availableParallelism(), engine))
     if (ingestLoopBytes < 0) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_LOOP_BYTES: expected 0 (every in-memory message on the event loop) or a size in bytes" })
     }
-    const ingestBlobBytes = Option.getOrElse(r.ingestBlobBytes, () => (Option.isNone(r.databaseUrl) ? DEFAULT_BLOB_BYTES : 0))
+    const ingestBlobBytes = Option.getOrElse(r.ingestBlobBytes, () => (engine === "pglite" ? DEFAULT_BLOB_BYTES : 0))
     if (ingestBlobBytes < 0) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_BLOB_BYTES: expected 0 (bodies in the database) or a size in bytes" })
     }
