@@ -577,6 +577,57 @@ describe("the writer's one-statement commit", () => {
     expect(await balance(app, quiet.userId)).toBe(1000 - 2 * 5)
     expect(await balance(app, hooked.userId)).toBe(1000)
   })
+
+  it("sees every kind of follow-up work, and only what is switched on", async () => {
+    // Each kind, first switched off (the batch goes in alone), then on (turned away unwritten).
+    const kinds: ReadonlyArray<{ name: string; off: string; on: string }> = [
+      {
+        name: "webhook",
+        off: "INSERT INTO webhooks (user_id, address_id, url, secret_sealed, is_active) VALUES ($1, $2, 'https://hooks.example/w', 'x', false)",
+        on: "UPDATE webhooks SET is_active = true WHERE address_id = $2 AND user_id = $1",
+      },
+      {
+        name: "SMS rule",
+        off: "INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix, is_active) VALUES ($1, $2, '+255700000001', 'x', 'x', false)",
+        on: "UPDATE sms_rules SET is_active = true WHERE address_id = $2 AND user_id = $1",
+      },
+      {
+        name: "agent",
+        off: "INSERT INTO agent_configs (address_id, user_id, mode, enabled) VALUES ($2, $1, 'off', true)",
+        on: "UPDATE agent_configs SET mode = 'draft' WHERE address_id = $2 AND user_id = $1",
+      },
+      {
+        name: "agent switched off",
+        off: "INSERT INTO agent_configs (address_id, user_id, mode, enabled) VALUES ($2, $1, 'auto', false)",
+        on: "UPDATE agent_configs SET enabled = true WHERE address_id = $2 AND user_id = $1",
+      },
+      {
+        name: "event endpoint",
+        off: "INSERT INTO event_endpoints (user_id, url, secret_sealed, events, is_active) VALUES ($1, 'https://hooks.example/e', 'x', '[\"inbound.message_received\"]', false)",
+        on: "UPDATE event_endpoints SET is_active = true WHERE user_id = $1",
+      },
+    ]
+    for (const kind of kinds) {
+      const quiet = await account(1000)
+      const busy = await account(1000)
+      // Each statement is given the parameters it names ($1 the account, $2 its address).
+      const params = (sql: string) => (sql.includes("$2") ? [busy.userId, busy.address.id] : [busy.userId])
+      await query(app, kind.off, params(kind.off))
+      const commit = (...targets: ReadonlyArray<typeof quiet>) =>
+        app.run(Effect.gen(function*() {
+          const db = yield* Database
+          const batch = yield* Effect.forEach(targets, (x, i) => prepared(plainMessage({ subject: `${kind.name} ${i}` }), [copyOf(x)]))
+          return yield* commitAlone(db, batch)
+        }))
+      expect((await commit(quiet, busy))?.outcomes.map((o) => o._tag), `${kind.name} off`).toEqual(["Stored", "Stored"])
+      await query(app, kind.on, params(kind.on))
+      expect(await commit(quiet, busy), `${kind.name} on`).toBeUndefined()
+      // Turned away whole: the quiet account's message of that batch was not written either.
+      expect(await countMessages(app, quiet.userId), kind.name).toBe(1)
+      expect(await countMessages(app, busy.userId), kind.name).toBe(1)
+      expect(await balance(app, busy.userId), kind.name).toBe(1000 - 5)
+    }
+  })
 })
 
 describe("subscribers", () => {
