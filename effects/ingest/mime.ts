@@ -26,7 +26,7 @@ export interface ParsedMessage {
   readonly text: string
   readonly html: string
   readonly messageId: string | null
-  /** Lowercase header name → unfolded raw value; repeated headers (Received) become arrays. */
+  /** Lowercase header name → unfolded raw value (both `pgSafe`); repeated headers (Received) become arrays. */
   readonly headers: Record<string, string | Array<string>>
   readonly attachments: ReadonlyArray<ParsedAttachment>
 }

@@ -6,7 +6,7 @@
  */
 import type { AttachmentMeta } from "../messages/schema.ts"
 import type { ParsedMessage } from "./mime.ts"
-import { jsonSafe, pgSafe } from "./text.ts"
+import { pgSafe } from "./text.ts"
 
 /** The columns both message tables have, every value safe for its column. */
 export interface MessageColumns {
@@ -40,8 +40,10 @@ export const messageColumns = (parsed: ParsedMessage, mailFrom: string): Message
     subject: parsed.subject,
     text_body: parsed.text,
     html_body: parsed.html,
-    headers: jsonSafe(parsed.headers),
-    attachments: jsonSafe(attachmentMeta(parsed)),
+    // Already safe: parseMail made every header name and value, and every attachment's name and
+    // type, `pgSafe` (walking them again was ~5 % of a 2 KiB message's preparing).
+    headers: parsed.headers,
+    attachments: attachmentMeta(parsed),
     message_id: parsed.messageId,
   }
 }

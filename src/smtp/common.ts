@@ -49,20 +49,22 @@ export const replyingWith = (server: string, table: (e: { readonly _tag: string;
 
 /**
  * Runs a session step on the runtime and hands its outcome to an smtp-server callback: the
- * step's SmtpReply on failure, 451 on a defect (logged as `<server>: step died`).
+ * step's SmtpReply on failure, 451 on a defect (logged as `<server>: step died`). The outcome
+ * goes to the callback from the fiber's own exit (no promise in between): a step that needs no
+ * I/O (a RCPT whose route is kept) is answered before this returns, as smtp-server's own
+ * synchronous handlers are.
  */
 export const stepRunner = (runtime: AppRuntime, server: string) =>
 <A>(effect: Effect.Effect<A, SmtpReply, AppServices>, done: (err: Error | null, value?: A) => void) => {
-  runtime.runPromiseExit(effect).then(
-    (exit) => {
+  runtime.runCallback(effect, {
+    onExit: (exit) => {
       if (Exit.isSuccess(exit)) return done(null, exit.value)
-      // Besides the step's SmtpReply, only the runtime's own build failure can arrive here.
+      // Besides the step's SmtpReply, only the runtime's own failure (its build, or its disposal
+      // at shutdown) can arrive here.
       const failure = exit.cause.reasons.find(Cause.isFailReason)?.error
       const answer = failure instanceof SmtpReply ? failure : undefined
       if (!answer) runtime.runFork(Effect.logError(`${server}: step died`, exit.cause))
       done(smtpError(answer ?? LOCAL_ERROR))
     },
-    // Only when the runtime itself is gone (shutting down).
-    () => done(smtpError(LOCAL_ERROR)),
-  )
+  })
 }
