@@ -13,6 +13,7 @@ import { pgSafe } from "./text.ts"
 import { plainIp, traceSafe } from "./trace.ts"
 import { type KeptResolver, type VerdictMemo, verdictKey } from "./verdicts.ts"
 
+/** The verdicts as stored (`auth_results`): every string `pgSafe`, so the row takes them as they are. */
 export interface AuthResults {
   readonly spf: string
   readonly dkim: ReadonlyArray<{ readonly domain: string; readonly selector: string; readonly result: string }>

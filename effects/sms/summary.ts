@@ -50,7 +50,11 @@ const decidingHead = (text: string): string | undefined => {
  * generation and left there for a full GC (bench/REPORT.md, MX ingest, 2026-11-27 sixth session).
  */
 export const smsBodyOf = (text: string): string =>
-  decidingHead(text) === undefined
+  // A short body is kept whole: cutting it cost more than holding it (most mail, every message).
+  text.length <= KEPT_WHOLE || decidingHead(text) === undefined
     ? text
     // Copied through bytes: V8's `slice` would be a view that keeps the whole body alive.
     : Buffer.from(text.slice(0, HEAD), "utf16le").toString("utf16le")
+
+/** UTF-16 units of a body `smsBodyOf` keeps whole without looking (8 KiB). */
+const KEPT_WHOLE = 4096

@@ -48,8 +48,12 @@ describe("the SMS summary", () => {
     const blanks = " ".repeat(5_000) + "Habari"
     expect(smsBodyOf(blanks)).toBe(blanks)
     expect(smsBodyOf("short")).toBe("short")
+    // A body of up to 4,096 code units (most mail) is carried whole, without looking.
+    const brief = "Habari ".repeat(585)
+    expect(smsBodyOf(brief)).toBe(brief)
+    expect(smsBodyOf(brief + "Habari ")).toBe(brief.slice(0, 4 * SMS_MAX_CHARS))
     // A surrogate pair across the cut is carried as the code units it was cut into.
-    const emoji = "😀".repeat(1_000)
+    const emoji = "😀".repeat(3_000)
     expect(smsBodyOf(emoji)).toBe(emoji.slice(0, 4 * SMS_MAX_CHARS))
   })
 
