@@ -124,8 +124,15 @@ const textOf = (node: MimeNode, body: Buffer): string | undefined => {
   const charset = (node.charset || "utf-8").toLowerCase().replace(/[^a-z0-9]+/g, "")
   if (charset !== "ascii" && charset !== "usascii" && charset !== "utf8") return undefined
   const decoded = transferDecoded(node, body)
-  return decoded && lfOnly(decoded).toString()
+  if (!decoded) return undefined
+  // A short text is decoded, then its line ends replaced: ~6× faster than `lfOnly` at 2 KiB (1.1
+  // against 6.2 µs), though its result is a rope of the pieces, flattened by its first reader.
+  // Past SHORT_TEXT the rope would be a second copy of a large text on the heap: `lfOnly`.
+  return decoded.length <= SHORT_TEXT ? decoded.toString().replaceAll("\r\n", "\n") : lfOnly(decoded).toString()
 }
+
+/** Bytes of decoded text up to which `textOf` replaces line ends in the string (see there). */
+const SHORT_TEXT = 16 * 1024
 
 /**
  * `bytes` with every CR LF made LF: what mailparser's `.replace(/\r?\n/g, "\n")` does to the
