@@ -49,7 +49,9 @@ const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<
   for (const { key, line } of lines) {
     const name = pgSafe(key.toLowerCase())
     const colon = line.indexOf(":")
-    const value = pgSafe((colon >= 0 ? line.slice(colon + 1) : "").replace(/\r?\n[ \t]+/g, " ").trim())
+    const raw = colon >= 0 ? line.slice(colon + 1) : ""
+    // Unfolded only when folded (most header lines are one line: no regular expression run on them).
+    const value = pgSafe((raw.includes("\n") ? raw.replace(/\r?\n[ \t]+/g, " ") : raw).trim())
     const seen = out.get(name)
     if (seen === undefined) out.set(name, value)
     else if (Array.isArray(seen)) seen.push(value)
