@@ -27,5 +27,9 @@ BEGIN
 END
 $$;
 
--- Its plan kept for the session, as the other ingest functions' (030).
-ALTER FUNCTION ingest_batch_alone(jsonb, bytea) SET plan_cache_mode = force_generic_plan;
+-- No SET clause (`plan_cache_mode`, as the other ingest functions have, 030): a function with one
+-- saves and restores its settings on every call, and this one is called once per batch and calls
+-- ingest_batch_bytes, which has its own. `bench/ingest-call.ts`, 8-message calls (bench/REPORT.md,
+-- MX ingest, 2026-11-28 fourteenth session): on a PostgreSQL server 1.525-1.565 ms of backend CPU
+-- per call with the clause against 1.33-1.355 without; on PGlite 2.87-3.42 ms against 2.77-3.32.
+-- Its one statement names no parameter a plan could be specialised for (the ids come from the JSON).
