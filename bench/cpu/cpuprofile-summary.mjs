@@ -10,6 +10,7 @@
  * Percentages are of the busy samples (idle excluded); µs per message needs the message count.
  */
 import * as fs from "node:fs"
+import { placeOf } from "./place.mjs"
 
 const [file, top = "30", names = ""] = process.argv.slice(2)
 if (!file) throw new Error("usage: cpuprofile-summary.mjs PROFILE [TOP] [fn,fn,...]")
@@ -19,17 +20,8 @@ const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
 const parent = new Map()
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
 
-/** `file:///…/node_modules/effect/dist/internal/effect.js` → `effect/effect.js`; own files by path. */
-const placeOf = ({ url, functionName }) => {
-  if (!url) return functionName.startsWith("(") ? functionName : "(native)"
-  if (url.includes("node_modules/")) {
-    const rest = url.split("node_modules/").at(-1).split("/")
-    const pkg = rest[0].startsWith("@") ? `${rest[0]}/${rest[1]}` : rest[0]
-    return pkg === "effect" ? `effect/${rest.at(-1)}` : pkg
-  }
-  if (url.startsWith("node:")) return url.startsWith("node:internal/") ? `node:${url.split("/").at(-1)}` : url
-  return url.replace(/^file:\/\/\/.*?\/(dist|src|effects)\//, "$1/")
-}
+/** A frame's package or file; native frames by their V8 name ("(garbage collector)", "(program)"). */
+const framePlaceOf = ({ url, functionName }) => (url ? placeOf(url) : functionName.startsWith("(") ? functionName : "(native)")
 
 const dt = new Map()
 profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
@@ -48,8 +40,8 @@ for (const [id, us] of dt) {
     continue
   }
   busy += us
-  add(byPlace, placeOf(callFrame), us)
-  add(byFunction, `${callFrame.functionName || "(anonymous)"} ${placeOf(callFrame)}:${callFrame.lineNumber + 1}`, us)
+  add(byPlace, framePlaceOf(callFrame), us)
+  add(byFunction, `${callFrame.functionName || "(anonymous)"} ${framePlaceOf(callFrame)}:${callFrame.lineNumber + 1}`, us)
   // Inclusive: charge the sample once to each wanted function on its stack.
   const seen = new Set()
   for (let n = id; n !== undefined; n = parent.get(n)) {

@@ -13,6 +13,7 @@
  * GC tasks, socket writes called from C++).
  */
 import * as fs from "node:fs"
+import { placeOf } from "./place.mjs"
 
 const [file, top = "30"] = process.argv.slice(2)
 if (!file) throw new Error("usage: perf-by-js-frame.mjs PERF_SCRIPT_OUTPUT [TOP]")
@@ -22,17 +23,6 @@ const byFunction = new Map()
 let total = 0
 const add = (m, k) => m.set(k, (m.get(k) ?? 0) + 1)
 
-/** `file:///…/node_modules/effect/dist/internal/effect.js:407:11` → `effect/effect.js`; own files by path. */
-const placeOf = (url) => {
-  const u = url.replace(/:\d+:\d+$/, "")
-  if (u.includes("node_modules/")) {
-    const rest = u.split("node_modules/").at(-1).split("/")
-    const pkg = rest[0].startsWith("@") ? `${rest[0]}/${rest[1]}` : rest[0]
-    return pkg === "effect" ? `effect/${rest.at(-1)}` : pkg
-  }
-  if (u.startsWith("node:")) return u.startsWith("node:internal/") ? `node:${u.split("/").at(-1)}` : u
-  return u.replace(/^file:\/\/\/.*?\/(dist|src|effects)\//, "$1/")
-}
 
 const flush = (frames) => {
   if (frames.length === 0) return
