@@ -23,7 +23,6 @@ const byFunction = new Map()
 let total = 0
 const add = (m, k) => m.set(k, (m.get(k) ?? 0) + 1)
 
-
 const flush = (frames) => {
   if (frames.length === 0) return
   total++
