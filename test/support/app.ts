@@ -7,18 +7,46 @@ import { Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { inject } from "vitest"
 import type { Settings } from "../../effects/config.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
 import type { AppServices } from "../../src/layers.ts"
 import { quietLoggerLayer } from "../../src/logger.ts"
 import { type Running, start } from "../../src/runtime.ts"
+import { generatedFiles } from "../../src/smtp/tls.ts"
 import { type TestDatabase, testDatabase } from "./db.ts"
+import { TEST_MX_HOST } from "./mx-host.ts"
 
-export const testSettings = (overrides: Partial<Settings> = {}): Settings => ({
+/** The run's certificate (test/support/global-setup.ts) into a fresh DATA_DIR, as src/smtp/tls.ts leaves a generated one. */
+const copyRunCertificate = (settings: Settings) => {
+  const run = inject("testCertificate")
+  if (settings.mxHost !== run.host) return
+  const files = generatedFiles(settings.dataDir, settings.mxHost)
+  fs.mkdirSync(path.dirname(files.dir), { recursive: true, mode: 0o700 })
+  fs.cpSync(run.dir, files.dir, { recursive: true })
+}
+
+/**
+ * Settings of a test app, on a fresh DATA_DIR unless `overrides` names one.
+ *
+ * `certificate`: where the self-signed certificate of an app on a fresh DATA_DIR (outside
+ * production, without TLS files) comes from. By default the run's own for the default MX_HOST,
+ * copied in where the service keeps the one it generates, so the start reads it back as every
+ * later start does: making one costs a child process and an RSA key, ~1 s of CPU per app start.
+ * "generate": the service makes its own, for the tests of that.
+ */
+export const testSettings = (overrides: Partial<Settings> = {}, certificate: "run" | "generate" = "run"): Settings => {
+  const settings = defaultSettings(overrides)
+  const own = certificate === "generate" || settings.production || Option.isSome(settings.tlsCertFile) || overrides.dataDir !== undefined
+  if (!own) copyRunCertificate(settings)
+  return settings
+}
+
+const defaultSettings = (overrides: Partial<Settings>): Settings => ({
   baseUrl: "http://localhost:8080",
   platformDomain: "inbox.localhost",
-  mxHost: "mx.inbox.localhost",
+  mxHost: TEST_MX_HOST,
   mailServerIp: "127.0.0.1",
   port: 0,
   smtpPort: 0,
@@ -96,10 +124,12 @@ export interface TestAppOptions {
   readonly infrastructure?: Layer.Layer<never>
   /** A database the test owns and keeps after `stop` (to start a second app on the same data). */
   readonly database?: TestDatabase
+  /** Where the self-signed certificate comes from (`testSettings`). */
+  readonly certificate?: "run" | "generate"
 }
 
 export const makeTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
-  const settings = testSettings(options.settings)
+  const settings = testSettings(options.settings, options.certificate)
   const db = options.database ?? testDatabase()
   const running = await start(
     settings,

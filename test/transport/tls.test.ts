@@ -26,7 +26,7 @@ const MX_HOST = "mx.inbox.localhost"
 let api: TestApp
 let generatedCert: string
 beforeAll(async () => {
-  api = await makeTestApp({ workers: false })
+  api = await makeTestApp({ workers: false, certificate: "generate" })
   generatedCert = fs.readFileSync(generatedFiles(api.settings.dataDir, MX_HOST).cert, "utf8")
 })
 afterAll(() => api?.stop())
