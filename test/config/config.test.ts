@@ -143,28 +143,45 @@ describe("settings", () => {
 
   it("makes DATA_DIR's keys once when several processes start together on it (WEB_CONCURRENCY), and all read the same", { timeout: 60_000 }, async () => {
     const config = new URL("../../src/config.ts", import.meta.url).href
-    // Each child loads its modules, then waits for START_AT so that all of them reach the keys within
-    // a millisecond or so of each other, as the workers of a cluster do.
+    // Each child loads its modules, says so, and blocks on stdin; once all have loaded each is sent
+    // the same moment, 100 ms ahead, and spins until it: they reach the keys within a millisecond
+    // or so of each other, as the workers of a cluster do. (Spinning only for those 100 ms: six
+    // children spinning for the seconds loading takes on two cores starved the test beside this
+    // one. With the create made last-writer-wins, this caught it in 6 runs of 6; released straight
+    // from stdin without the spin, 2 of 6; the old 2.5 s spin, 5 of 6.)
     const script = `import { Effect, ConfigProvider } from "effect"; import { loadSettings } from ${JSON.stringify(config)};
-      while (Date.now() < Number(process.env.START_AT)) {}
+      process.stdout.write("loaded\\n");
+      const startAt = Number(await new Promise((go) => process.stdin.once("data", go)));
+      process.stdin.destroy();
+      while (Date.now() < startAt) {}
       const s = await Effect.runPromise(loadSettings(ConfigProvider.fromEnv()));
       process.stdout.write(Buffer.from(s.jwtSecret).toString("hex") + ":" + s.paymentWebhookSecret)`
-    const child = (dataDir: string, startAt: number) =>
-      new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-        const env = { ...process.env, DATA_DIR: dataDir, START_AT: String(startAt) }
-        const p = spawn(process.execPath, ["--input-type=module", "-e", script], { env, cwd: process.cwd() })
-        let out = ""
-        let err = ""
-        p.stdout.on("data", (d) => (out += d))
-        p.stderr.on("data", (d) => (err += d))
-        p.on("exit", (code) => resolve({ code, out, err }))
+    const child = (dataDir: string) => {
+      const p = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, DATA_DIR: dataDir }, cwd: process.cwd() })
+      let out = ""
+      let err = ""
+      let markLoaded!: () => void
+      const loaded = new Promise<void>((resolve) => (markLoaded = resolve))
+      p.stdout.on("data", (d) => {
+        out += d
+        if (out.startsWith("loaded\n")) markLoaded()
       })
+      p.stderr.on("data", (d) => (err += d))
+      const exited = new Promise<{ code: number | null; out: string; err: string }>((resolve) =>
+        p.on("exit", (code) => (markLoaded(), resolve({ code, out: out.replace(/^loaded\n/, ""), err })))
+      )
+      return { loaded, go: (at: number) => p.stdin.end(`${at}\n`), exited }
+    }
     for (let round = 0; round < 3; round++) {
       const dir = tmp()
-      const startAt = Date.now() + 2_500
-      const started = await Promise.all(Array.from({ length: 6 }, () => child(dir, startAt)))
+      const children = Array.from({ length: 6 }, () => child(dir))
+      await Promise.all(children.map((c) => c.loaded))
+      const startAt = Date.now() + 100
+      for (const c of children) c.go(startAt)
+      const started = await Promise.all(children.map((c) => c.exited))
       for (const r of started) expect(r.code, r.err).toBe(0)
       expect(new Set(started.map((r) => r.out)).size).toBe(1)
+      expect(started[0]!.out).toMatch(/^[0-9a-f]{32,}:.+$/)
       // Nothing of the losers' own copies is left behind.
       expect(fs.readdirSync(dir)).toEqual(["secrets.json"])
     }
