@@ -17,10 +17,10 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: "forks",
     // Each of the two forks runs its files one after another in one process, keeping what they
-    // imported: a fresh process per file spent longer starting than many files spend testing (CI
-    // on this kind of machine 17.5 → ~13 min, bench/REPORT.md "Test suite"). Tests share nothing
-    // through the process: no file sets process.env, mocks modules or fakes timers, and every
-    // server, msw interceptor and signal handler a file opens is closed in its own hooks.
+    // imported: a fresh process per file spent longer starting than many files spend testing
+    // (bench/REPORT.md "Test suite (CI time)"). Tests share nothing through the process: no file
+    // sets process.env, mocks modules or fakes timers, and every server, msw interceptor and
+    // signal handler a file opens is closed in its own hooks.
     isolate: false,
     // PGlite's WebAssembly compiled as the service compiles it on PGlite: baseline only. Each test
     // file's process compiles the module anew, and V8 optimising it in the background was a
