@@ -18,13 +18,14 @@ export default defineConfig({
     pool: "forks",
     // Each of the two forks runs its files one after another in one process, keeping what they
     // imported: a fresh process per file spent longer starting than many files spend testing
-    // (bench/REPORT.md "Test suite (CI time)"). Tests share nothing through the process: no file
-    // sets process.env, mocks modules or fakes timers, and every server, msw interceptor and
-    // signal handler a file opens is closed in its own hooks.
+    // (bench/REPORT.md "Test suite (CI time)"). What would leak from file to file through the
+    // process is kept out: no file sets process.env, mocks modules or fakes timers, and each msw
+    // interceptor is closed by the file that opens it; the suite passes with its files shuffled
+    // (`--sequence.shuffle.files`), on both engines. A new test must keep it that way.
     isolate: false,
-    // PGlite's WebAssembly compiled as the service compiles it on PGlite: baseline only. Each test
-    // file's process compiles the module anew, and V8 optimising it in the background was a
-    // quarter of a PGlite test's CPU: ten of the heaviest files 100 → 78 s here (2026-11-28).
+    // PGlite's WebAssembly compiled as the service compiles it on PGlite: baseline only. V8
+    // optimising it in the background was a quarter of a PGlite test's CPU: ten of the heaviest
+    // files 100 → 78 s here (2026-11-28).
     execArgv: WASM_BASELINE_ONLY,
     // Two cores: two files at a time keeps socket-heavy tests from starving each other.
     maxWorkers: 2,
