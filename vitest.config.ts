@@ -21,7 +21,7 @@ export default defineConfig({
     // (bench/REPORT.md "Test suite (CI time)"). What would leak from file to file through the
     // process is kept out: no file sets process.env, mocks modules or fakes timers, and each msw
     // interceptor is closed by the file that opens it; the suite passes with its files shuffled
-    // (`--sequence.shuffle.files`), on both engines. A new test must keep it that way.
+    // (`--sequence.shuffle.files`), on both engines. test/ci/shared-process.test.ts keeps it so.
     isolate: false,
     // PGlite's WebAssembly compiled as the service compiles it on PGlite: baseline only. V8
     // optimising it in the background was a quarter of a PGlite test's CPU: ten of the heaviest
