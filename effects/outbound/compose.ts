@@ -79,30 +79,45 @@ export const headerIssues = (headers: Readonly<Record<string, string>>): Readonl
     return []
   })
 
+/** A subject is one header line (RFC 5322), rendered or not. */
+export const MAX_SUBJECT_CHARS = 998
+
 /**
  * The stored content: inline fields over the template's; placeholders rendered when a template
  * or variables were given (a plain send keeps a literal `{{` as written). Subject and at least
- * one body are required afterwards.
+ * one body are required afterwards. A body rendered longer than `maxChars` (the request body
+ * limit, MAX_BODY_BYTES: no longer than a body the request could have carried itself) or a
+ * subject longer than a header line is refused with its field.
  */
 export const mergeContent = (
   request: OutboundRequest,
   template: TemplateRow | undefined,
+  maxChars: number,
 ): { readonly content: Content; readonly issues: ReadonlyArray<FieldIssue> } => {
   const variables: Variables = request.variables ?? {}
   const render = template !== undefined || request.variables != null
   const pick = (inline: string | null | undefined, fromTemplate: string | null | undefined) => inline ?? fromTemplate ?? ""
+  const issues: Array<FieldIssue> = []
+  const rendered = (field: string, s: string | undefined) => {
+    if (s !== undefined) return s
+    issues.push(issue(field, `${field} rendered with the variables would be longer than ${maxChars} characters`))
+    return ""
+  }
   const subject = pick(request.subject, template?.subject)
   const text = pick(request.text_body, template?.text_body)
   const html = pick(request.html_body, template?.html_body)
   const content: Content = {
     // A variable may not break the Subject header onto a second line.
-    subject: (render ? renderText(subject, variables) : subject).replace(/[\r\n]+/g, " ").trim(),
-    text: render ? renderText(text, variables) : text,
-    html: render ? renderHtml(html, variables) : html,
+    subject: rendered("subject", render ? renderText(subject, variables, maxChars) : subject).replace(/[\r\n]+/g, " ").trim(),
+    text: rendered("text_body", render ? renderText(text, variables, maxChars) : text),
+    html: rendered("html_body", render ? renderHtml(html, variables, maxChars) : html),
     headers: request.headers ?? {},
     templateId: template?.id ?? null,
   }
-  const issues: Array<FieldIssue> = []
+  if (issues.length > 0) return { content, issues }
+  if (content.subject.length > MAX_SUBJECT_CHARS) {
+    issues.push(issue("subject", `subject rendered with the variables is ${content.subject.length} characters; at most ${MAX_SUBJECT_CHARS}`))
+  }
   if (content.subject === "") issues.push(issue("subject", "subject is required (in the request or its template)"))
   if (content.text.trim() === "" && content.html.trim() === "") {
     issues.push(issue("text_body", "html_body or text_body is required (in the request or its template)"))

@@ -121,7 +121,8 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
       const senders = yield* SenderIdentities
       const templates = yield* Templates
       const dispatcher = yield* OutboundDispatcher
-      const verpKey = returnPathKey(yield* AppConfig)
+      const config = yield* AppConfig
+      const verpKey = returnPathKey(config)
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
 
       /** Everything about the request that can be refused before money or rate is spent. */
@@ -144,7 +145,7 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
           }
           if (issues.length > 0) return yield* invalid(issues)
           const template = request.template_id == null ? undefined : yield* templates.forSend(userId, request.template_id)
-          const merged = mergeContent(request, template)
+          const merged = mergeContent(request, template, config.maxBodyBytes)
           if (merged.issues.length > 0) return yield* invalid(merged.issues)
           const identity = yield* senders.senderIdentity(userId, {
             from_domain_id: request.from_domain_id ?? undefined,

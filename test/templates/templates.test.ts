@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { renderHtml, renderText } from "../../effects/templates/render.ts"
 import type { TestAccount } from "../support/accounts.ts"
 import type { TestApp } from "../support/app.ts"
-import { detail, fundedAccount, makeOutboundApp, rcpt, send, startRelay, type TestRelay } from "../outbound/support.ts"
+import { detail, expectNothingWritten, fundedAccount, makeOutboundApp, rcpt, send, startRelay, type TestRelay } from "../outbound/support.ts"
 
 let relay: TestRelay
 let api: TestApp
@@ -168,6 +168,36 @@ describe("rendering into a send", () => {
     expect(relay.received[0]!.raw).not.toMatch(/^Bcc:/m)
   })
 
+  // Placeholders and a long value multiply: 100,000 `{{a}}` (500 KB) and a 400-character value
+  // would render 40 M characters, past the request body limit (MAX_BODY_BYTES, 30 MiB in tests).
+  // It was a 500 (V8's string length) after rendering hundreds of MB; now a 400 before sending,
+  // charging or storing anything.
+  it.each<[string, Record<string, unknown>, string]>([
+    ["a text body", { subject: "s", text_body: "{{a}}".repeat(100_000) }, "text_body"],
+    ["an HTML body, its values escaped", { subject: "s", html_body: "<p>{{a}}</p>".repeat(100_000) }, "html_body"],
+  ])("refuses %s that renders past the request body limit with 400, nothing sent or charged", async (_, content, field) => {
+    const fresh = await fundedAccount(api, 1000)
+    const res = await send(api, fresh, { to: [rcpt()], ...content, variables: { a: "&".repeat(400) } })
+    expect(res.status).toBe(400)
+    expect(res.body.errors).toEqual([expect.objectContaining({ code: "VALIDATION_ERROR", field })])
+    await expectNothingWritten(api, fresh.userId)
+    expect(relay.received).toEqual([])
+    // The same template with a short value is sent as usual.
+    expect((await send(api, fresh, { to: [rcpt()], ...content, variables: { a: "x" } })).status).toBe(201)
+  })
+
+  it("refuses a subject that renders past one header line (998 characters) with 400", async () => {
+    const fresh = await fundedAccount(api, 1000)
+    const t = await create({ name: name(), subject: "Hi {{name}}", text_body: "t" }, fresh)
+    const res = await send(api, fresh, { to: [rcpt()], template_id: t.body.data.id, variables: { name: "x".repeat(996) } })
+    expect(res.status).toBe(400)
+    expect(res.body.errors).toEqual([expect.objectContaining({ field: "subject" })])
+    await expectNothingWritten(api, fresh.userId)
+    const fits = await send(api, fresh, { to: [rcpt()], template_id: t.body.data.id, variables: { name: "x".repeat(995) } })
+    expect(fits.status, JSON.stringify(fits.body)).toBe(201)
+    expect(fits.body.data.subject).toHaveLength(998)
+  })
+
   it("without a template or variables, a literal {{ stays as written", async () => {
     const res = await send(api, me, { to: [rcpt()], subject: "{{not a placeholder}}", text_body: "{{x}}" })
     expect(res.body.data).toMatchObject({ subject: "{{not a placeholder}}", text_body: "{{x}}" })
@@ -187,5 +217,17 @@ describe("render functions", () => {
     expect(renderText("{{a}} {{ a }} {{b}} {{__proto__}} {{toString}} { {a} } {{}}", { a: "1" })).toBe("1 1    { {a} } {{}}")
     expect(renderHtml(`{{a}}|{{{a}}}`, { a: `<"'&>` })).toBe(`&lt;&quot;&#39;&amp;&gt;|<"'&>`)
     expect(renderText("{{{a}}}", { a: "<x>" })).toBe("<x>")
+  })
+
+  it("stop past their limit: undefined at one character over, the text at exactly the limit", () => {
+    expect(renderText("ab{{a}}c", { a: "xyz" }, 6)).toBe("abxyzc")
+    expect(renderText("ab{{a}}c", { a: "xyz" }, 5)).toBeUndefined()
+    // The text after the last placeholder counts, and so does a template without any.
+    expect(renderText("{{a}}cd", { a: "x" }, 2)).toBeUndefined()
+    expect(renderText("abc", {}, 2)).toBeUndefined()
+    // HTML counts the escaped value.
+    expect(renderHtml("{{a}}", { a: "&" }, 5)).toBe("&amp;")
+    expect(renderHtml("{{a}}", { a: "&" }, 4)).toBeUndefined()
+    expect(renderText("{{a}}".repeat(1_000_000), { a: "x".repeat(1_000) }, 10_000)).toBeUndefined()
   })
 })
