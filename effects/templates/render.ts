@@ -20,10 +20,14 @@ const lookup = (variables: Variables, key: string): string => (Object.hasOwn(var
 /** `template` with each placeholder replaced by `value(raw, key)`, or undefined past `limit` characters. */
 const render = (template: string, limit: number, value: (raw: string | undefined, key: string | undefined) => string): string | undefined => {
   const pieces: Array<string> = []
+  // Each placeholder's value made once (an HTML value is escaped once, however often it is used).
+  const made = new Map<string, string>()
   let length = 0
   let from = 0
   for (const m of template.matchAll(PLACEHOLDER)) {
-    const filled = value(m[1], m[2])
+    const id = m[1] !== undefined ? `{${m[1]}` : m[2]!
+    let filled = made.get(id)
+    if (filled === undefined) made.set(id, (filled = value(m[1], m[2])))
     length += m.index - from + filled.length
     if (length > limit) return undefined
     pieces.push(template.slice(from, m.index), filled)

@@ -217,6 +217,8 @@ describe("render functions", () => {
     expect(renderText("{{a}} {{ a }} {{b}} {{__proto__}} {{toString}} { {a} } {{}}", { a: "1" })).toBe("1 1    { {a} } {{}}")
     expect(renderHtml(`{{a}}|{{{a}}}`, { a: `<"'&>` })).toBe(`&lt;&quot;&#39;&amp;&gt;|<"'&>`)
     expect(renderText("{{{a}}}", { a: "<x>" })).toBe("<x>")
+    // A value used escaped and raw, more than once: each use as it asks.
+    expect(renderHtml("{{a}}{{{a}}}{{ a }}{{{ a }}}", { a: "<" })).toBe("&lt;<&lt;<")
   })
 
   it("stop past their limit: undefined at one character over, the text at exactly the limit", () => {
