@@ -13,7 +13,7 @@
  * Every recipient goes in its own SMTP transaction whose MAIL FROM is its VERP return path
  * (effects/bounces/verp.ts): `buildDispatch` names them.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
 import { Billing, PRICE_PER_MESSAGE_TZS } from "../billing/service.ts"
 import { type ReturnPathKey, returnPath, returnPathKey } from "../bounces/verp.ts"
 import { AppConfig } from "../config.ts"
@@ -25,6 +25,7 @@ import { SenderIdentities } from "../sending-domains/identity.ts"
 import type { OutboundEvent } from "../webhooks/endpoint-schema.ts"
 import { EventDeliveries } from "../webhooks/event-deliveries.ts"
 import { dispatchEvent } from "./events.ts"
+import { DISPATCH_BUDGET_BYTES } from "./limits.ts"
 import { normalizedEmail } from "./recipients.ts"
 import type { OutboundMessageRow, OutboundRecipientRow } from "./schema.ts"
 import { attachmentsOf, type ContentRow, contentOf, messagesByIds, recipientsOf, releaseAttachments } from "./store.ts"
@@ -83,6 +84,14 @@ export const buildDispatch = (
   }
 }
 
+/**
+ * About what a message composes to: its bodies as UTF-8 and its attachments as base64 (4/3),
+ * the bulk of any message; headers are noise beside them.
+ */
+export const dispatchBytes = (d: Pick<OutboundDispatch, "text" | "html" | "attachments">): number =>
+  Buffer.byteLength(d.text ?? "", "utf8") + Buffer.byteLength(d.html ?? "", "utf8") +
+  Math.ceil(d.attachments.reduce((n, a) => n + a.content.byteLength, 0) * 4 / 3)
+
 export interface OutboundDispatcherShape {
   /** Sends a message this caller holds the lease of, and records the outcome. */
   readonly deliver: (message: OutboundMessageRow, dispatch: OutboundDispatch) => Effect.Effect<Delivered, DbError>
@@ -103,6 +112,10 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
       const events = yield* EventDeliveries
       const key = returnPathKey(yield* AppConfig)
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Number(ms)))
+      // What the provider is handed at once, in bytes (./limits.ts): large messages go a few at a time.
+      const budget = yield* Semaphore.make(DISPATCH_BUDGET_BYTES)
+      const send = (dispatch: OutboundDispatch) =>
+        budget.withPermits(Math.max(1, Math.min(DISPATCH_BUDGET_BYTES, dispatchBytes(dispatch))))(mailer.send(dispatch))
 
       const reload = (id: number) => Effect.map(messagesByIds(db, [id]), (rows) => rows[0]!)
 
@@ -225,7 +238,7 @@ export class OutboundDispatcher extends Context.Service<OutboundDispatcher, Outb
         }))
 
       const deliver = Effect.fn("OutboundDispatcher.deliver")(function*(message: OutboundMessageRow, dispatch: OutboundDispatch) {
-        const sent = yield* Effect.result(mailer.send(dispatch))
+        const sent = yield* Effect.result(send(dispatch))
         if (sent._tag === "Failure") {
           yield* Effect.logWarning("outbound: the provider did not take the message").pipe(
             Effect.annotateLogs({ outbound_message_id: message.id, provider: mailer.kind, detail: sent.failure.detail ?? sent.failure.message }),

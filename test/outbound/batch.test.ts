@@ -34,6 +34,32 @@ afterAll(async () => {
 beforeEach(() => relay.reset())
 
 describe("a batch", () => {
+  // The provider is handed at most DISPATCH_BUDGET_BYTES (32 MiB) of composed mail at once: a
+  // batch of large messages goes one at a time (ten at a time, such a batch grew the process by
+  // over a gigabyte), small mail still goes ten at a time. The relay answers each message after
+  // 150 ms, so what overlaps shows.
+  it("hands the provider one large message at a time and small ones together", async () => {
+    const a = await fundedAccount(api, 1000)
+    relay.behaviour.dataDelayMs = 150
+    const data = Buffer.alloc(9 * 1024 * 1024, 7).toString("base64")
+    const large = await sendBatch(api, a, {
+      to: [rcpt("L"), rcpt("L"), rcpt("L")],
+      subject: "large",
+      text_body: "see attached",
+      attachments: [{ filename: "a.bin", content_type: "application/octet-stream", data_base64: data }, { filename: "b.bin", content_type: "application/octet-stream", data_base64: data }],
+    })
+    expect(large.status, JSON.stringify(large.body)).toBe(201)
+    expect(large.body.data).toMatchObject({ total: 3, sent: 3 })
+    expect(relay.received).toHaveLength(3)
+    expect(relay.mostAtOnce()).toBe(1)
+
+    relay.reset()
+    relay.behaviour.dataDelayMs = 150
+    const small = await sendBatch(api, a, { to: Array.from({ length: 10 }, () => rcpt("S")), subject: "small", text_body: "hi" })
+    expect(small.body.data).toMatchObject({ total: 10, sent: 10 })
+    expect(relay.mostAtOnce()).toBeGreaterThan(1)
+  })
+
   it("sends each recipient a message of their own and answers total, sent, failed and the messages", async () => {
     const a = await fundedAccount(api, 100)
     const to = [rcpt("b"), `Juma <${rcpt("b")}>`, rcpt("b")]

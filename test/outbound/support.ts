@@ -35,6 +35,8 @@ export interface RelayBehaviour {
   dataCode: number | null
   /** Refuse after DATA the transactions addressed to these recipients (lowercase), with this code. */
   readonly dataRefuse: Map<string, number>
+  /** Answer each message this long after its last byte (a slow provider). */
+  dataDelayMs: number
 }
 
 export interface TestRelay {
@@ -44,6 +46,8 @@ export interface TestRelay {
   readonly behaviour: RelayBehaviour
   /** Messages received for `email` (envelope). */
   readonly to: (email: string) => ReadonlyArray<Received>
+  /** The most messages that were being received (DATA started, not yet answered) at once since `reset`. */
+  readonly mostAtOnce: () => number
   readonly reset: () => void
   readonly close: () => Promise<void>
 }
@@ -52,7 +56,9 @@ const smtpError = (code: number, message: string) => Object.assign(new Error(mes
 
 export const startRelay = async (): Promise<TestRelay> => {
   const received: Array<Received> = []
-  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null, dataRefuse: new Map() }
+  const behaviour: RelayBehaviour = { refuse: new Map(), mailFromCode: null, dataCode: null, dataRefuse: new Map(), dataDelayMs: 0 }
+  let atOnce = 0
+  let most = 0
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
@@ -67,9 +73,11 @@ export const startRelay = async (): Promise<TestRelay> => {
       callback()
     },
     onData(stream, session, callback) {
+      most = Math.max(most, ++atOnce)
       const chunks: Array<Buffer> = []
       stream.on("data", (c: Buffer) => chunks.push(c))
-      stream.on("end", () => {
+      stream.on("end", () => setTimeout(() => {
+        atOnce--
         if (behaviour.dataCode) return callback(smtpError(behaviour.dataCode, "message refused"))
         const refusedAtData = session.envelope.rcptTo.map((r) => behaviour.dataRefuse.get(r.address.toLowerCase())).find(Boolean)
         if (refusedAtData) return callback(smtpError(refusedAtData, "5.7.1 message content rejected"))
@@ -79,7 +87,7 @@ export const startRelay = async (): Promise<TestRelay> => {
           raw: Buffer.concat(chunks).toString("utf8"),
         })
         callback()
-      })
+      }, behaviour.dataDelayMs))
     },
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
@@ -90,8 +98,11 @@ export const startRelay = async (): Promise<TestRelay> => {
     received,
     behaviour,
     to: (email) => received.filter((r) => r.to.map((t) => t.toLowerCase()).includes(email.toLowerCase())),
+    mostAtOnce: () => most,
     reset: () => {
       received.length = 0
+      most = 0
+      behaviour.dataDelayMs = 0
       behaviour.refuse.clear()
       behaviour.dataRefuse.clear()
       behaviour.mailFromCode = null
