@@ -5,13 +5,13 @@
  */
 import { Effect, Exit, Option, References, Schema, SchemaIssue } from "effect"
 import { Hono } from "hono"
-import { bodyLimit } from "hono/body-limit"
 import { methodNotAllowed } from "hono/method-not-allowed"
 import type { Context as HonoContext } from "hono"
 import { randomFillSync } from "node:crypto"
 import { Authenticator, type Principal } from "../../effects/auth/service.ts"
 import { type FieldIssue, PayloadTooLarge, ValidationError } from "../../effects/errors.ts"
 import { AccessLog } from "../logger.ts"
+import { readBody, tooLarge } from "./body.ts"
 import { envelope } from "./envelope.ts"
 import { renderCause, renderError } from "./errors.ts"
 import type { AppRuntime } from "../layers.ts"
@@ -96,7 +96,7 @@ const take = (decode: Decoder | undefined, input: unknown, issues: Array<FieldIs
  * scavenge's survivors promoted under load and 42k against 70k req/s in a bare Hono app
  * (bench/REPORT.md, 2026-11-25 afternoon).
  */
-const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoContext<Vars>, requestId: string, rawBody: string) {
+const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoContext<Vars>, requestId: string, maxBodyBytes: number) {
   const r = compiled.route
   let principal: Principal | undefined
   if (r.auth !== "none") {
@@ -104,7 +104,9 @@ const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoConte
     principal = yield* auth.authenticate({ authorization: c.req.header("authorization"), apiKey: c.req.header("x-api-key") }, r.auth)
     if (r.scope) yield* auth.requireScope(principal, r.scope)
   }
-  // Credentials first: a caller without them learns nothing about what a body must look like.
+  // Credentials first: a caller without them has no body read (./body.ts) and learns nothing
+  // about what it must look like.
+  const rawBody = r.body || r.rawBody ? yield* readBody(c.req.raw, maxBodyBytes) : ""
   const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
   const issues: Array<FieldIssue> = []
   const params = yield* take(compiled.params, c.req.param(), issues)
@@ -204,26 +206,19 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
     }),
   )
 
-  const limitBody = bodyLimit({
-    maxSize: options.maxBodyBytes,
-    onError: (c) =>
-      sendError(c as HonoContext<Vars>, renderError(new PayloadTooLarge({ message: `request body exceeds ${options.maxBodyBytes} bytes` }))),
-  })
-  // Reads that announce no body skip the limit (hono's check materializes a whole Request).
-  const bodiless = new Set(["GET", "HEAD", "DELETE", "OPTIONS"])
-  app.use("*", (c, next) => {
-    const length = c.req.header("content-length")
-    if (bodiless.has(c.req.method) && (length === undefined || length === "0") && c.req.header("transfer-encoding") === undefined) return next()
-    return limitBody(c, next)
-  })
+  // A body declared longer than MAX_BODY_BYTES is refused from its headers; one of unknown
+  // length is counted while the route reads it (./body.ts).
+  app.use("*", (c, next): Promise<void | Response> =>
+    tooLarge(c.req.raw.headers, options.maxBodyBytes)
+      ? Promise.resolve(sendError(c as HonoContext<Vars>, renderError(new PayloadTooLarge({ message: `request body exceeds ${options.maxBodyBytes} bytes` }))))
+      : next())
 
   for (const r of options.routes) {
     const compiled: CompiledRoute = { route: r, params: decoder(r.params), query: decoder(r.query), body: decoder(r.body) }
     const span = `${r.method.toUpperCase()} ${r.path}`
     app.on(r.method.toUpperCase(), r.path, async (c) => {
       const requestId = c.get("requestId")
-      const rawBody = r.body || r.rawBody ? await c.req.text() : ""
-      const annotated = Effect.annotateLogs(handle(compiled, c, requestId, rawBody), "request_id", requestId)
+      const annotated = Effect.annotateLogs(handle(compiled, c, requestId, options.maxBodyBytes), "request_id", requestId)
       const exit = await runtime.runPromiseExit(ambient?.tracing ? Effect.withSpan(annotated, span) : annotated)
       if (Exit.isFailure(exit)) return sendError(c, renderCause(exit.cause))
       const reply = exit.value

@@ -1,9 +1,12 @@
 /**
  * A slow or huge request body holds up nobody else: bodies are read off the socket
- * asynchronously, before any handler runs or the database is touched, and parsing the largest
- * body allowed (MAX_BODY_BYTES) is a short pause, not a stall.
+ * asynchronously, once the caller is authenticated and before the route's handler runs or the
+ * database is touched, and parsing the largest body allowed (MAX_BODY_BYTES) is a short pause,
+ * not a stall. A caller without credentials has no body read at all, and a body without
+ * Content-Length is given up the moment it passes the limit.
  */
 import * as http from "node:http"
+import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createAccount, type TestAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
@@ -58,7 +61,60 @@ const trickle = (path: string, body: string, bytesPerTick: number, ms: number) =
     }, ms)
   })
 
+/**
+ * Writes a request's head and the start of its body on a raw socket and leaves the rest unsent;
+ * resolves with the status line of whatever answer comes back within `ms` (undefined if none).
+ */
+const unfinished = (head: string, start: string, ms = 3000) =>
+  new Promise<string | undefined>((resolve) => {
+    const url = new URL(api.url)
+    const socket = net.connect(Number(url.port), url.hostname, () => socket.write(head + "\r\n" + start))
+    let answer = ""
+    const done = (status: string | undefined) => (clearTimeout(timer), socket.destroy(), resolve(status))
+    const timer = setTimeout(() => done(undefined), ms)
+    socket.on("data", (d) => {
+      answer += d.toString("latin1")
+      if (answer.includes("\r\n")) done(answer.slice(0, answer.indexOf("\r\n")))
+    })
+    socket.on("error", () => done(undefined))
+  })
+
+/** POSTs `chunks` with Transfer-Encoding: chunked (no Content-Length); resolves with status and body. */
+const chunked = (path: string, headers: Record<string, string>, chunks: ReadonlyArray<string>) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const url = new URL(api.url)
+    const req = http.request({ host: url.hostname, port: url.port, method: "POST", path, headers: { ...headers, "transfer-encoding": "chunked" } }, (res) => {
+      let body = ""
+      res.on("data", (d) => (body += d))
+      res.on("end", () => resolve({ status: res.statusCode!, body }))
+    })
+    req.on("error", reject)
+    for (const c of chunks) req.write(c)
+    req.end()
+  })
+
 describe("request bodies", () => {
+  it("a caller without credentials is answered 401 before its body is read", async () => {
+    const head = (more: string) =>
+      `POST /api/apikeys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${more}Authorization: Bearer not-a-token\r\n`
+    // 10 MB announced, 9 bytes sent: an answer can only come without the body.
+    expect(await unfinished(head("Content-Length: 10000000\r\n"), `{"name":"`)).toMatch(/^HTTP\/1\.1 401/)
+    expect(await unfinished(head("Transfer-Encoding: chunked\r\n"), `9\r\n{"name":"\r\n`)).toMatch(/^HTTP\/1\.1 401/)
+    // With credentials the same unfinished body is waited for.
+    expect(await unfinished(head("Content-Length: 10000000\r\n").replace("not-a-token", account.token), `{"name":"`, 500)).toBeUndefined()
+  })
+
+  it("a body without Content-Length is read to the limit: within it taken, past it 413", async () => {
+    const auth = { authorization: `Bearer ${account.token}`, "content-type": "application/json" }
+    const fits = await chunked("/api/apikeys", auth, [`{"name":"chun`, `ked"}`])
+    expect(fits.status, fits.body).toBe(201)
+    expect(JSON.parse(fits.body).data.api_key.name).toBe("chunked")
+    const piece = "a".repeat(1024 * 1024)
+    const over = await chunked("/api/apikeys", auth, [`{"name":"x","label":"`, ...Array.from({ length: Math.ceil(api.settings.maxBodyBytes / piece.length) }, () => piece), `"}`])
+    expect(over.status).toBe(413)
+    expect(JSON.parse(over.body).errors[0].code).toBe("PAYLOAD_TOO_LARGE")
+  })
+
   it("a body trickling in over two seconds does not slow other requests", async () => {
     const body = JSON.stringify({ identifier: "nobody@example.co.tz", password: "not the password" })
     const latencies = await probe(trickle("/api/auth/login", body, Math.ceil(body.length / 20), 100))
