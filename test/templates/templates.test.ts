@@ -88,6 +88,35 @@ describe("CRUD", () => {
     expect((await api.call("GET", T, { token: me.apiKey })).body.data.length).toBe(before)
   })
 
+  it("a body over 512 KiB characters is 400 with its field, on create and on replace", async () => {
+    const long = "x".repeat(512 * 1024 + 1)
+    const before = (await api.call("GET", T, { token: me.apiKey })).body.data.length
+    for (const field of ["html_body", "text_body"]) {
+      const res = await create({ name: name(), [field]: long })
+      expect(res.status).toBe(400)
+      expect(res.body.errors.map((e: { field: string }) => e.field)).toEqual([field])
+    }
+    expect((await api.call("GET", T, { token: me.apiKey })).body.data.length).toBe(before)
+    const id = (await create({ name: name(), text_body: "x".repeat(512 * 1024) })).body.data.id
+    const replaced = await api.call("PATCH", `${T}/${id}`, { token: me.apiKey, body: { name: name(), subject: null, html_body: long, text_body: null } })
+    expect(replaced.status).toBe(400)
+    expect((await api.call("GET", `${T}/${id}`, { token: me.apiKey })).body.data.html_body).toBeNull()
+  })
+
+  it("an account keeps at most 100 templates: the next is 409 LIMIT_REACHED, two at once cannot both take the last slot", async () => {
+    const full = await fundedAccount(api, 0, { scopes: "templates" })
+    for (let i = 0; i < 99; i++) expect((await create({ name: `t${i}` }, full)).status).toBe(201)
+    const both = await Promise.all([create({ name: "last-a" }, full), create({ name: "last-b" }, full)])
+    expect(both.map((r) => r.status).sort()).toEqual([201, 409])
+    const over = both.find((r) => r.status === 409)!
+    expect(over.body.errors[0]).toMatchObject({ code: "LIMIT_REACHED" })
+    expect((await api.call("GET", T, { token: full.apiKey })).body.data).toHaveLength(100)
+    // Deleting one frees its slot.
+    const first = (await api.call("GET", T, { token: full.apiKey })).body.data[0].id
+    expect((await api.call("DELETE", `${T}/${first}`, { token: full.apiKey })).status).toBe(200)
+    expect((await create({ name: "again" }, full)).status).toBe(201)
+  })
+
   it("names are unique per account: 409 CONFLICT on create and on replace", async () => {
     const nm = name()
     expect((await create({ name: nm })).status).toBe(201)

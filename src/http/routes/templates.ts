@@ -13,7 +13,7 @@ export const templateRoutes = [
     method: "post",
     path: "/api/outbound/templates",
     summary: "Create a template",
-    description: "`{{key}}` placeholders are filled from a send's `variables` (escaped in html_body; `{{{key}}}` inserts raw HTML). Names are unique per account.",
+    description: "`{{key}}` placeholders are filled from a send's `variables` (escaped in html_body; `{{{key}}}` inserts raw HTML). Names are unique per account. An account keeps at most 100 templates (409 `LIMIT_REACHED`); each body is at most 524,288 characters.",
     body: CreateTemplateBody,
     response: Template,
     status: 201,
