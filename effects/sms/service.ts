@@ -6,7 +6,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
 import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
-import { Conflict, Forbidden, NotFound } from "../errors.ts"
+import { Conflict, Forbidden, LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { seal } from "../shared/secretbox.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
@@ -14,9 +14,16 @@ import { KEY_CONTEXT } from "./delivery.ts"
 import { type CreateSmsRuleBody, keyPrefix, type SmsDelivery, type SmsDeliveryRow, type SmsRule, type SmsRuleRow, toSmsDelivery, toSmsRule } from "./schema.ts"
 import { newestFirst } from "../shared/pages.ts"
 
+/**
+ * Active rules one address may have (409 LIMIT_REACHED past it). Each inbound message is one send
+ * per active rule, so without a bound one 5 TZS message could make thousands of calls to the SMS
+ * provider (with keys the provider may refuse, and retried).
+ */
+export const MAX_ACTIVE_RULES_PER_ADDRESS = 10
+
 export interface SmsNotificationsShape {
   /** Creates an active rule on an owned address; the answer carries the provider key, once. */
-  readonly create: (userId: number, body: CreateSmsRuleBody) => Effect.Effect<SmsRule, Forbidden | NotFound | Conflict | DbError>
+  readonly create: (userId: number, body: CreateSmsRuleBody) => Effect.Effect<SmsRule, Forbidden | NotFound | Conflict | LimitReached | DbError>
   readonly list: (userId: number, addressId: number) => Effect.Effect<ReadonlyArray<SmsRule>, Forbidden | NotFound | DbError>
   /** Stops the rule for good; queued sends of it fail instead of going out. Idempotent. */
   readonly revoke: (userId: number, id: number) => Effect.Effect<SmsRule, Forbidden | NotFound | DbError>
@@ -44,11 +51,20 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
       const create = Effect.fn("SmsNotifications.create")(function*(userId: number, body: CreateSmsRuleBody) {
         yield* ownedAddress(userId, body.address_id)
         const sealed = yield* seal(config.secretsKey, body.provider_key, KEY_CONTEXT)
-        const rows = yield* db.query<SmsRuleRow>(
-          `INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
-          [userId, body.address_id, normalizeTzPhone(body.phone_number), sealed, keyPrefix(body.provider_key), yield* now],
-        ).pipe(
+        const at = yield* now
+        const rows = yield* db.transaction(Effect.gen(function*() {
+          // Serialises this address's creates, so two at once cannot both take the last slot.
+          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sms_rules:${body.address_id}`])
+          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sms_rules WHERE address_id = $1 AND is_active", [body.address_id])
+          if ((count?.n ?? 0) >= MAX_ACTIVE_RULES_PER_ADDRESS) {
+            return yield* new LimitReached({ message: `an address can have at most ${MAX_ACTIVE_RULES_PER_ADDRESS} active SMS rules; revoke one first` })
+          }
+          return yield* db.query<SmsRuleRow>(
+            `INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+            [userId, body.address_id, normalizeTzPhone(body.phone_number), sealed, keyPrefix(body.provider_key), at],
+          )
+        })).pipe(
           Effect.catchTag("DbError", (e): Effect.Effect<never, Conflict | DbError> =>
             isUniqueViolation(e)
               ? Effect.fail(new Conflict({ message: "an active rule already forwards this address to this phone number", field: "phone_number" }))

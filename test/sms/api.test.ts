@@ -95,6 +95,25 @@ describe("POST /api/sms/notifications", () => {
     expect((await create({ address_id: addr, phone_number: "0687654321", provider_key: KEY })).status).toBe(201)
   })
 
+  it("an address has at most 10 active rules: the next is 409 LIMIT_REACHED, revoking one frees its slot", async () => {
+    const addr = await createAddress(api, me.userId)
+    const phone = (i: number) => `+2556870000${String(i).padStart(2, "0")}`
+    const made: Array<number> = []
+    for (let i = 0; i < 9; i++) {
+      const r = await create({ address_id: addr, phone_number: phone(i), provider_key: KEY })
+      expect(r.status, JSON.stringify(r.body)).toBe(201)
+      made.push(r.body.data.id)
+    }
+    // Two at once cannot both take the last slot.
+    const both = await Promise.all([10, 11].map((i) => create({ address_id: addr, phone_number: phone(i), provider_key: KEY })))
+    expect(both.map((r) => r.status).sort()).toEqual([201, 409])
+    expect(both.find((r) => r.status === 409)!.body.errors[0]).toMatchObject({ code: "LIMIT_REACHED" })
+    // Another address of the account is not affected.
+    expect((await create({ address_id: await createAddress(api, me.userId), phone_number: phone(12), provider_key: KEY })).status).toBe(201)
+    await api.call("POST", `/api/sms/notifications/${made[0]}/revoke`, { token: me.apiKey })
+    expect((await create({ address_id: addr, phone_number: phone(13), provider_key: KEY })).status).toBe(201)
+  })
+
   it("needs the sms scope", async () => {
     const narrow = await createAccount(api, { scopes: "webhooks" })
     const addr = await createAddress(api, narrow.userId)

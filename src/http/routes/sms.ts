@@ -14,7 +14,7 @@ export const smsRoutes = [
     path: "/api/sms/notifications",
     summary: "Forward a summary of each message of an address to a phone (the provider key is returned only here)",
     description:
-      "`phone_number`: `+255` or `0`, then 6 or 7, then 8 digits; stored as `+255…`. `provider_key` is the account's own key for the SMS provider.",
+      "`phone_number`: `+255` or `0`, then 6 or 7, then 8 digits; stored as `+255…`. `provider_key` is the account's own key for the SMS provider. At most 10 active rules per address (409 `LIMIT_REACHED`).",
     body: CreateSmsRuleBody,
     response: SmsRule,
     status: 201,
