@@ -10,11 +10,12 @@ import { Authenticator } from "../auth/service.ts"
 import { VERP_LOCAL_PART } from "../bounces/verp.ts"
 import { Compliance } from "../compliance/service.ts"
 import { AppConfig } from "../config.ts"
-import { Conflict, Forbidden, LimitReached, NotFound } from "../errors.ts"
+import { Conflict, Forbidden, type LimitReached, NotFound } from "../errors.ts"
 import { purgeMessages } from "../messages/purge.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { ReceivingDomains } from "../receiving-domains/service.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
+import { insertWithinCap } from "../shared/caps.ts"
 import { type CreateInboundAddress, type InboundAddress, type InboundAddressRow, toInboundAddress } from "./schema.ts"
 
 /** Addresses per account (SPEC.md "Limits"). */
@@ -88,20 +89,17 @@ export class InboundAddresses extends Context.Service<InboundAddresses, InboundA
         }
         const retentionDays = yield* compliance.retentionDays(userId)
         const createdAt = new Date(yield* Clock.currentTimeMillis)
-        const id = yield* db.transaction(Effect.gen(function*() {
-          // Serialises this account's creates, so two at once cannot both take the last slot.
-          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`inbound_addresses:${userId}`])
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM inbound_addresses WHERE user_id = $1", [userId])
-          if ((count?.n ?? 0) >= MAX_ADDRESSES) {
-            return yield* new LimitReached({ message: `an account can have at most ${MAX_ADDRESSES} inbound addresses` })
-          }
-          const [row] = yield* db.query<{ id: number }>(
-            `INSERT INTO inbound_addresses (user_id, local_part, label, domain_id, retention_days, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-            [userId, input.local_part, input.label ?? null, domainId, retentionDays, createdAt],
-          )
-          return row!.id
-        })).pipe(
+        const id = yield* insertWithinCap(db, {
+          key: `inbound_addresses:${userId}`,
+          count: "SELECT count(*)::int8 AS n FROM inbound_addresses WHERE user_id = $1",
+          params: [userId],
+          max: MAX_ADDRESSES,
+          message: `an account can have at most ${MAX_ADDRESSES} inbound addresses`,
+        }, Effect.map(db.query<{ id: number }>(
+          `INSERT INTO inbound_addresses (user_id, local_part, label, domain_id, retention_days, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+          [userId, input.local_part, input.label ?? null, domainId, retentionDays, createdAt],
+        ), (rows) => rows[0]!.id)).pipe(
           Effect.mapError((e) =>
             e._tag === "DbError" && isUniqueViolation(e)
               ? new Conflict({ message: `"${input.local_part}" is already taken on this domain`, field: "local_part" })

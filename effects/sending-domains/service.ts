@@ -6,10 +6,11 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
-import { Conflict, type Forbidden, LimitReached, type NotFound, type ValidationError } from "../errors.ts"
+import { Conflict, type Forbidden, type LimitReached, type NotFound, type ValidationError } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import type { Dns } from "../ports/Dns.ts"
 import { normalizeDomain } from "../receiving-domains/schema.ts"
+import { insertWithinCap } from "../shared/caps.ts"
 import { domainTable, now, refusePlatformDomain } from "../shared/domain-verification.ts"
 import { owned } from "../shared/ownership.ts"
 import { checkSendingDomain, type SendingDnsCheck } from "./check.ts"
@@ -134,25 +135,19 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
         )
       })
 
-      const senderCount = (userId: number) =>
-        Effect.map(
-          db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sender_addresses WHERE user_id = $1 AND NOT is_default", [userId]),
-          ([row]) => row?.n ?? 0,
-        )
-
       const addSender = Effect.fn("SendingDomains.addSender")(function*(userId: number, domainId: number, localPart: string) {
         const domain = yield* table.owned(userId, domainId)
-        const row = yield* db.transaction(Effect.gen(function*() {
-          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sender_addresses:${userId}`])
-          if ((yield* senderCount(userId)) >= MAX_SENDER_ADDRESSES) {
-            return yield* new LimitReached({ message: `an account can have at most ${MAX_SENDER_ADDRESSES} sender addresses` })
-          }
-          const [inserted] = yield* db.query<SenderAddressRow>(
-            "INSERT INTO sender_addresses (user_id, domain_id, local_part, created_at) VALUES ($1, $2, $3, $4) RETURNING *",
-            [userId, domain.id, localPart, yield* now],
-          )
-          return inserted!
-        })).pipe(
+        const at = yield* now
+        const row = yield* insertWithinCap(db, {
+          key: `sender_addresses:${userId}`,
+          count: "SELECT count(*)::int8 AS n FROM sender_addresses WHERE user_id = $1 AND NOT is_default",
+          params: [userId],
+          max: MAX_SENDER_ADDRESSES,
+          message: `an account can have at most ${MAX_SENDER_ADDRESSES} sender addresses`,
+        }, Effect.map(db.query<SenderAddressRow>(
+          "INSERT INTO sender_addresses (user_id, domain_id, local_part, created_at) VALUES ($1, $2, $3, $4) RETURNING *",
+          [userId, domain.id, localPart, at],
+        ), (rows) => rows[0]!)).pipe(
           Effect.mapError((e) =>
             e._tag === "DbError" && isUniqueViolation(e)
               ? new Conflict({ message: `${localPart}@${domain.domain} is already a sender of this domain`, field: "local_part" })

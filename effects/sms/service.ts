@@ -5,8 +5,9 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
+import { insertWithinCap } from "../shared/caps.ts"
 import { owned, ownedAddress as ownedAddressOf } from "../shared/ownership.ts"
-import { Conflict, Forbidden, LimitReached, NotFound } from "../errors.ts"
+import { Conflict, Forbidden, type LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
 import { seal } from "../shared/secretbox.ts"
 import { normalizeTzPhone } from "../shared/schema.ts"
@@ -52,19 +53,17 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
         yield* ownedAddress(userId, body.address_id)
         const sealed = yield* seal(config.secretsKey, body.provider_key, KEY_CONTEXT)
         const at = yield* now
-        const rows = yield* db.transaction(Effect.gen(function*() {
-          // Serialises this address's creates, so two at once cannot both take the last slot.
-          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`sms_rules:${body.address_id}`])
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM sms_rules WHERE address_id = $1 AND is_active", [body.address_id])
-          if ((count?.n ?? 0) >= MAX_ACTIVE_RULES_PER_ADDRESS) {
-            return yield* new LimitReached({ message: `an address can have at most ${MAX_ACTIVE_RULES_PER_ADDRESS} active SMS rules; revoke one first` })
-          }
-          return yield* db.query<SmsRuleRow>(
-            `INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
-            [userId, body.address_id, normalizeTzPhone(body.phone_number), sealed, keyPrefix(body.provider_key), at],
-          )
-        })).pipe(
+        const rows = yield* insertWithinCap(db, {
+          key: `sms_rules:${body.address_id}`,
+          count: "SELECT count(*)::int8 AS n FROM sms_rules WHERE address_id = $1 AND is_active",
+          params: [body.address_id],
+          max: MAX_ACTIVE_RULES_PER_ADDRESS,
+          message: `an address can have at most ${MAX_ACTIVE_RULES_PER_ADDRESS} active SMS rules; revoke one first`,
+        }, db.query<SmsRuleRow>(
+          `INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+          [userId, body.address_id, normalizeTzPhone(body.phone_number), sealed, keyPrefix(body.provider_key), at],
+        )).pipe(
           Effect.catchTag("DbError", (e): Effect.Effect<never, Conflict | DbError> =>
             isUniqueViolation(e)
               ? Effect.fail(new Conflict({ message: "an active rule already forwards this address to this phone number", field: "phone_number" }))

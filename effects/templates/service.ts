@@ -3,8 +3,9 @@
  * (effects/outbound). Names are unique per account, so a template can be told apart in a list.
  */
 import { Clock, Context, Effect, Layer } from "effect"
-import { Conflict, type Forbidden, LimitReached, NotFound } from "../errors.ts"
+import { Conflict, type Forbidden, type LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError, isUniqueViolation } from "../ports/Database.ts"
+import { insertWithinCap } from "../shared/caps.ts"
 import { owned } from "../shared/ownership.ts"
 import { type CreateTemplateBody, type ReplaceTemplateBody, type Template, type TemplateRow, toTemplate } from "./schema.ts"
 
@@ -40,20 +41,17 @@ export class Templates extends Context.Service<Templates, TemplatesShape>()("app
 
       const create = Effect.fn("Templates.create")(function*(userId: number, body: CreateTemplateBody) {
         const at = yield* now
-        const row = yield* db.transaction(Effect.gen(function*() {
-          // Serialises this account's creates, so two at once cannot both take the last slot.
-          yield* db.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`templates:${userId}`])
-          const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM templates WHERE user_id = $1", [userId])
-          if ((count?.n ?? 0) >= MAX_TEMPLATES) {
-            return yield* new LimitReached({ message: `an account can have at most ${MAX_TEMPLATES} templates` })
-          }
-          const [row] = yield* db.query<TemplateRow>(
-            `INSERT INTO templates (user_id, name, subject, html_body, text_body, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING *`,
-            [userId, body.name, body.subject ?? null, body.html_body ?? null, body.text_body ?? null, at],
-          )
-          return row!
-        })).pipe(Effect.catchTag("DbError", onDuplicate(body.name)))
+        const row = yield* insertWithinCap(db, {
+          key: `templates:${userId}`,
+          count: "SELECT count(*)::int8 AS n FROM templates WHERE user_id = $1",
+          params: [userId],
+          max: MAX_TEMPLATES,
+          message: `an account can have at most ${MAX_TEMPLATES} templates`,
+        }, Effect.map(db.query<TemplateRow>(
+          `INSERT INTO templates (user_id, name, subject, html_body, text_body, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING *`,
+          [userId, body.name, body.subject ?? null, body.html_body ?? null, body.text_body ?? null, at],
+        ), (rows) => rows[0]!)).pipe(Effect.catchTag("DbError", onDuplicate(body.name)))
         return toTemplate(row)
       })
 
