@@ -90,11 +90,7 @@ export class InboundAddresses extends Context.Service<InboundAddresses, InboundA
         const retentionDays = yield* compliance.retentionDays(userId)
         const createdAt = new Date(yield* Clock.currentTimeMillis)
         const id = yield* insertWithinCap(db, {
-          key: `inbound_addresses:${userId}`,
-          count: "SELECT count(*)::int8 AS n FROM inbound_addresses WHERE user_id = $1",
-          params: [userId],
-          max: MAX_ADDRESSES,
-          message: `an account can have at most ${MAX_ADDRESSES} inbound addresses`,
+          table: "inbound_addresses", per: ["user_id", userId], max: MAX_ADDRESSES, message: `an account can have at most ${MAX_ADDRESSES} inbound addresses`,
         }, Effect.map(db.query<{ id: number }>(
           `INSERT INTO inbound_addresses (user_id, local_part, label, domain_id, retention_days, created_at)
            VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,

@@ -10,6 +10,7 @@ import { normalizedEmail, parseRecipient } from "./recipients.ts"
 import type { RecipientKind } from "./store.ts"
 import { renderHtml, renderText, type Variables } from "../templates/render.ts"
 import type { TemplateRow } from "../templates/schema.ts"
+import { MAX_SUBJECT_CHARS } from "../shared/schema.ts"
 
 /** A send request as the service takes it: the HTTP body, or an OutboundSender request. */
 export interface OutboundRequest {
@@ -78,9 +79,6 @@ export const headerIssues = (headers: Readonly<Record<string, string>>): Readonl
     }
     return []
   })
-
-/** A subject is one header line (RFC 5322), rendered or not. */
-export const MAX_SUBJECT_CHARS = 998
 
 /**
  * The stored content: inline fields over the template's; placeholders rendered when a template

@@ -3,7 +3,7 @@
  * DECISIONS.md "Resources"), the send and batch request bodies, and the row mappings.
  */
 import { Schema } from "effect"
-import { Id, iso, MultilineText, Text, TextMap } from "../shared/schema.ts"
+import { Id, iso, MAX_SUBJECT_CHARS, MultilineText, Text, TextMap } from "../shared/schema.ts"
 import { isBase64 } from "./attachments.ts"
 import { isRecipient } from "./recipients.ts"
 
@@ -16,7 +16,7 @@ export const Recipient = Text.check(
   Schema.makeFilter((s: string) => isRecipient(s), msg("Expected an email address: addr@domain or Name <addr@domain>")),
 )
 export const Subject = Text.check(
-  Schema.isMaxLength(998, msg("subject must be at most 998 characters")),
+  Schema.isMaxLength(MAX_SUBJECT_CHARS, msg(`subject must be at most ${MAX_SUBJECT_CHARS} characters`)),
   Schema.isPattern(/^[^\r\n]*$/, msg("subject must be a single line")),
 )
 

@@ -139,9 +139,9 @@ export class SendingDomains extends Context.Service<SendingDomains, SendingDomai
         const domain = yield* table.owned(userId, domainId)
         const at = yield* now
         const row = yield* insertWithinCap(db, {
-          key: `sender_addresses:${userId}`,
-          count: "SELECT count(*)::int8 AS n FROM sender_addresses WHERE user_id = $1 AND NOT is_default",
-          params: [userId],
+          table: "sender_addresses",
+          per: ["user_id", userId],
+          counting: "NOT is_default",
           max: MAX_SENDER_ADDRESSES,
           message: `an account can have at most ${MAX_SENDER_ADDRESSES} sender addresses`,
         }, Effect.map(db.query<SenderAddressRow>(

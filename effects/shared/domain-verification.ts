@@ -97,10 +97,9 @@ export const domainTable = <Row extends DomainRow>(db: DatabaseShape, spec: Doma
   const every = Duration.toMillis(Duration.fromInputUnsafe(spec.recheckEvery))
   const nextCheck = (at: Date) => new Date(at.getTime() + every)
   const tooMany = new LimitReached({ message: `an account can have at most ${max} ${what}s` })
-  const countSql = `SELECT count(*)::int8 AS n FROM ${table} WHERE user_id = $1`
 
   const count = (userId: number) =>
-    Effect.map(db.query<{ n: number }>(countSql, [userId]), ([row]) => row?.n ?? 0)
+    Effect.map(db.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${table} WHERE user_id = $1`, [userId]), ([row]) => row?.n ?? 0)
 
   return {
     /** The caller's domain: 404 when there is none, 403 when it is another account's. */
@@ -112,13 +111,7 @@ export const domainTable = <Row extends DomainRow>(db: DatabaseShape, spec: Doma
     tooMany,
     /** Runs `insert` if the account is under its cap; two at once cannot both take the last slot. */
     insertWithinCap: <E, R>(userId: number, insert: Effect.Effect<Row, E, R>): Effect.Effect<Row, E | LimitReached | Conflict | DbError, R> =>
-      insertWithinCap(db, {
-        key: `${table}:${userId}`,
-        count: countSql,
-        params: [userId],
-        max,
-        message: tooMany.message,
-      }, insert).pipe(
+      insertWithinCap(db, { table, per: ["user_id", userId], max, message: tooMany.message }, insert).pipe(
         Effect.mapError((e) =>
           e instanceof DbError && isUniqueViolation(e)
             ? new Conflict({ message: "this domain was already added to the account", field: "domain" })

@@ -43,6 +43,8 @@ export const isMultilineText = Schema.makeFilter(multilineProblem, documented("^
 
 /** Every single-line string field taken over HTTP starts here (`Text.check(...)` adds its own rules). */
 export const Text = Schema.String.check(isText)
+/** A Subject is one header line (RFC 5322): this many characters at most, as written or rendered. */
+export const MAX_SUBJECT_CHARS = 998
 /** Bodies, templates, persona, notes: where line breaks and tabs belong. */
 export const MultilineText = Schema.String.check(isMultilineText)
 

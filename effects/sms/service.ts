@@ -54,9 +54,9 @@ export class SmsNotifications extends Context.Service<SmsNotifications, SmsNotif
         const sealed = yield* seal(config.secretsKey, body.provider_key, KEY_CONTEXT)
         const at = yield* now
         const rows = yield* insertWithinCap(db, {
-          key: `sms_rules:${body.address_id}`,
-          count: "SELECT count(*)::int8 AS n FROM sms_rules WHERE address_id = $1 AND is_active",
-          params: [body.address_id],
+          table: "sms_rules",
+          per: ["address_id", body.address_id],
+          counting: "is_active",
           max: MAX_ACTIVE_RULES_PER_ADDRESS,
           message: `an address can have at most ${MAX_ACTIVE_RULES_PER_ADDRESS} active SMS rules; revoke one first`,
         }, db.query<SmsRuleRow>(

@@ -1,13 +1,13 @@
 /** Template as the API shows it (SPEC.md "Template"), its request bodies and row mapping. */
 import { Schema } from "effect"
-import { BoundedString, iso, MultilineText, Text } from "../shared/schema.ts"
+import { BoundedString, iso, MAX_SUBJECT_CHARS, MultilineText, Text } from "../shared/schema.ts"
 
 const msg = (message: string) => ({ message })
 
 export const TemplateName = BoundedString(200, "name")
 /** Subjects are one header line: bounded, no line breaks. */
 export const TemplateSubject = Text.check(
-  Schema.isMaxLength(998, msg("subject must be at most 998 characters")),
+  Schema.isMaxLength(MAX_SUBJECT_CHARS, msg(`subject must be at most ${MAX_SUBJECT_CHARS} characters`)),
   Schema.isPattern(/^[^\r\n]*$/, msg("subject must be a single line")),
 )
 /**

@@ -42,11 +42,7 @@ export class Templates extends Context.Service<Templates, TemplatesShape>()("app
       const create = Effect.fn("Templates.create")(function*(userId: number, body: CreateTemplateBody) {
         const at = yield* now
         const row = yield* insertWithinCap(db, {
-          key: `templates:${userId}`,
-          count: "SELECT count(*)::int8 AS n FROM templates WHERE user_id = $1",
-          params: [userId],
-          max: MAX_TEMPLATES,
-          message: `an account can have at most ${MAX_TEMPLATES} templates`,
+          table: "templates", per: ["user_id", userId], max: MAX_TEMPLATES, message: `an account can have at most ${MAX_TEMPLATES} templates`,
         }, Effect.map(db.query<TemplateRow>(
           `INSERT INTO templates (user_id, name, subject, html_body, text_body, created_at, updated_at)
            VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING *`,
