@@ -10,6 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { MimeBlobs } from "../ports/MimeBlobs.ts"
+import { byId, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
 
@@ -21,10 +22,11 @@ export interface ListMessages {
 }
 
 export interface InboundMessagesShape {
+  /** The page: its items at hand in `data`, those with large bodies in `more` (../shared/heavy-pages.ts). */
   readonly list: (
     userId: number,
     q: ListMessages,
-  ) => Effect.Effect<{ readonly data: ReadonlyArray<InboundMessage>; readonly pagination: Pagination }, Forbidden | NotFound | DbError>
+  ) => Effect.Effect<HeavyPage<InboundMessage, DbError, never> & { readonly pagination: Pagination }, Forbidden | NotFound | DbError>
   /** One message of the caller with full bodies and attachment content. */
   readonly get: (userId: number, id: number) => Effect.Effect<InboundMessage, Forbidden | NotFound | DbError>
   /** The message as received (trace headers prepended), for `message/rfc822`. */
@@ -34,6 +36,11 @@ export interface InboundMessagesShape {
 }
 
 const notFound = () => new NotFound({ message: "inbound message not found" })
+
+/** A page's columns: MESSAGE_COLUMNS, with the bodies of a heavy row left out (../shared/heavy-pages.ts). */
+const PAGE_COLUMNS = MESSAGE_COLUMNS.replace("text_body, html_body", pageBodyColumns())
+
+type Bodies = Pick<InboundMessageRow, "text_body" | "html_body">
 
 export class InboundMessages extends Context.Service<InboundMessages, InboundMessagesShape>()("app/InboundMessages") {
   static readonly layer = Layer.effect(
@@ -63,11 +70,13 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         const offset = (q.page - 1) * q.perPage
         // Newest first as `-id`: only the (address_id, (-id)) indexes yield that order, so the planner
         // cannot pick a backward primary-key scan instead (see 004_inbound.sql).
-        const rows = yield* db.query<Partial<InboundMessageRow> & { owner: number; message_count: number; unread_count: number }>(
+        const rows = yield* db.query<
+          Partial<InboundMessageRow> & { owner: number; message_count: number; unread_count: number; body_bytes: number }
+        >(
           `SELECT a.user_id AS owner, a.message_count, a.unread_count, m.*
              FROM inbound_addresses a
              LEFT JOIN LATERAL (
-               SELECT ${MESSAGE_COLUMNS} FROM inbound_messages
+               SELECT ${PAGE_COLUMNS} FROM inbound_messages
                 WHERE address_id = a.id ${q.unreadOnly ? "AND NOT is_read" : ""}
                   AND a.user_id = $4 AND $3 < ${q.unreadOnly ? "a.unread_count" : "a.message_count"}
                 ORDER BY -id LIMIT $2 OFFSET $3
@@ -79,8 +88,17 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         if (!address) return yield* new NotFound({ message: "inbound address not found" })
         if (address.owner !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
         const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
-        const data = address.id == null ? [] : rows.map((r) => toInboundMessage(r as InboundMessageRow))
-        return { data, pagination: pagination(q.page, q.perPage, total) }
+        const page = address.id == null ? [] : rows as ReadonlyArray<InboundMessageRow & { body_bytes: number }>
+        const bodies = (ids: ReadonlyArray<number>) =>
+          Effect.map(
+            db.query<Bodies & { id: number }>("SELECT id, text_body, html_body FROM inbound_messages WHERE id = ANY($1::bigint[]) AND user_id = $2", [
+              ids.map(String),
+              userId,
+            ]),
+            byId,
+          )
+        const { data, more } = heavyPage(page, bodies, (row, b: Bodies | undefined) => toInboundMessage(b ? { ...row, ...b } : row))
+        return { data, more, pagination: pagination(q.page, q.perPage, total) }
       })
 
       // The message and, when it is the caller's, its attachments (base64) in one statement.

@@ -6,6 +6,7 @@ import { Schema } from "effect"
 import { Id, iso, MAX_SUBJECT_CHARS, MultilineText, Text, TextMap } from "../shared/schema.ts"
 import { isBase64 } from "./attachments.ts"
 import { isRecipient } from "./recipients.ts"
+import { pageBodyColumns } from "../shared/heavy-pages.ts"
 
 const msg = (message: string) => ({ message })
 
@@ -200,6 +201,10 @@ export interface OutboundRecipientRow {
 
 /** Messages with their content; `WHERE`/`ORDER BY` follow. */
 export const MESSAGE_SELECT = `SELECT m.*, c.subject, c.html_body, c.text_body
+  FROM outbound_messages m JOIN outbound_contents c ON c.id = m.content_id`
+
+/** MESSAGE_SELECT for a list page: a large message's bodies left out (../shared/heavy-pages.ts). */
+export const PAGE_SELECT = `SELECT m.*, c.subject, ${pageBodyColumns("c.text_body", "c.html_body")}
   FROM outbound_messages m JOIN outbound_contents c ON c.id = m.content_id`
 
 export const toOutboundMessage = (row: OutboundMessageRow): OutboundMessage => ({

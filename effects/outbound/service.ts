@@ -44,6 +44,7 @@ import {
   type OutboundMessageDetail,
   type OutboundMessageRow,
   MESSAGE_SELECT,
+  PAGE_SELECT,
   type Suppression,
   type SuppressionRow,
   toBatchResult,
@@ -52,6 +53,7 @@ import {
   toSuppression,
 } from "./schema.ts"
 import { contentOf, insertContent, insertMessages, messagesByIds, messagesOfContent, type RecipientKind, recipientsOf } from "./store.ts"
+import { byId, type HeavyPage, heavyPage } from "../shared/heavy-pages.ts"
 import type { Page } from "../shared/pages.ts"
 
 /** What a send answers: the result, the caller's rate-limit bucket, and whether it was a replay. */
@@ -86,7 +88,14 @@ export interface OutboundShape {
     key?: Option.Option<IdempotencyKey>,
   ) => Effect.Effect<Sent<BatchResult>, Exclude<SendError, ProviderError> | Conflict>
   /** The account's messages, newest first. */
-  readonly list: (userId: number, page: Page) => Effect.Effect<{ readonly rows: ReadonlyArray<OutboundMessage>; readonly total: number }, DbError>
+  /** A page: its messages at hand in `rows`, those with large bodies in `more` (../shared/heavy-pages.ts). */
+  readonly list: (
+    userId: number,
+    page: Page,
+  ) => Effect.Effect<
+    { readonly rows: ReadonlyArray<OutboundMessage>; readonly more: HeavyPage<OutboundMessage, DbError, never>["more"]; readonly total: number },
+    DbError
+  >
   readonly get: (userId: number, id: number) => Effect.Effect<OutboundMessageDetail, NotFound | Forbidden | DbError>
   /** The MIME the capture transport kept for a message (SMTP_RELAY_URL unset); 404 when it went to a relay. */
   readonly captured: (userId: number, id: number) => Effect.Effect<Uint8Array, NotFound | Forbidden | DbError>
@@ -325,12 +334,23 @@ export class Outbound extends Context.Service<Outbound, OutboundShape>()("app/Ou
         })
 
       const list = Effect.fn("Outbound.list")(function*(userId: number, page: Page) {
-        const rows = yield* db.query<OutboundMessageRow>(
-          `${MESSAGE_SELECT} WHERE m.user_id = $1 ORDER BY (-m.id) LIMIT $2 OFFSET $3`,
+        const rows = yield* db.query<OutboundMessageRow & { body_bytes: number }>(
+          `${PAGE_SELECT} WHERE m.user_id = $1 ORDER BY (-m.id) LIMIT $2 OFFSET $3`,
           [userId, page.limit, page.offset],
         )
         const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int8 AS n FROM outbound_messages WHERE user_id = $1", [userId])
-        return { rows: rows.map(toOutboundMessage), total: count?.n ?? 0 }
+        type Bodies = Pick<OutboundMessageRow, "text_body" | "html_body">
+        const bodies = (ids: ReadonlyArray<number>) =>
+          Effect.map(
+            db.query<Bodies & { id: number }>(
+              `SELECT m.id, c.text_body, c.html_body FROM outbound_messages m JOIN outbound_contents c ON c.id = m.content_id
+                WHERE m.id = ANY($1::bigint[]) AND m.user_id = $2`,
+              [ids.map(String), userId],
+            ),
+            byId,
+          )
+        const { data, more } = heavyPage(rows, bodies, (row, b: Bodies | undefined) => toOutboundMessage(b ? { ...row, ...b } : row))
+        return { rows: data, more, total: count?.n ?? 0 }
       })
 
       const get = Effect.fn("Outbound.get")(function*(userId: number, id: number) {

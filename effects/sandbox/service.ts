@@ -16,6 +16,7 @@ import { type Forbidden, LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { toBase64 } from "../shared/crypto.ts"
 import { owned } from "../shared/ownership.ts"
+import { byId, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { monthLabel, SandboxLimits } from "./limits.ts"
 import { CAPTURED_COLUMNS, type CapturedMessage, type CapturedMessageRow, type SandboxUsage, toCapturedMessage } from "./schema.ts"
@@ -45,7 +46,7 @@ export interface SandboxShape {
   readonly list: (
     userId: number,
     page: { readonly page: number; readonly perPage: number },
-  ) => Effect.Effect<{ readonly data: ReadonlyArray<CapturedMessage>; readonly pagination: Pagination }, DbError>
+  ) => Effect.Effect<HeavyPage<CapturedMessage, DbError, never> & { readonly pagination: Pagination }, DbError>
   /** One captured message with base64 attachment content. */
   readonly get: (userId: number, id: number) => Effect.Effect<CapturedMessage, NotFound | Forbidden | DbError>
   /** The message exactly as submitted. */
@@ -157,12 +158,24 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
         const [count] = yield* db.query<{ n: number }>("SELECT count(*)::int AS n FROM sandbox_messages WHERE user_id = $1", [userId])
         const total = count?.n ?? 0
         const offset = (q.page - 1) * q.perPage
-        if (offset >= total) return { data: [], pagination: pagination(q.page, q.perPage, total) }
-        const rows = yield* db.query<CapturedMessageRow>(
-          `SELECT ${CAPTURED_COLUMNS} FROM sandbox_messages WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`,
+        if (offset >= total) return { data: [], more: [], pagination: pagination(q.page, q.perPage, total) }
+        // Large bodies are fetched as the answer is written (../shared/heavy-pages.ts).
+        const rows = yield* db.query<CapturedMessageRow & { body_bytes: number }>(
+          `SELECT ${CAPTURED_COLUMNS.replace("text_body, html_body", pageBodyColumns())} FROM sandbox_messages
+            WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`,
           [userId, q.perPage, offset],
         )
-        return { data: rows.map((r) => toCapturedMessage(r)), pagination: pagination(q.page, q.perPage, total) }
+        type Bodies = Pick<CapturedMessageRow, "text_body" | "html_body">
+        const bodies = (ids: ReadonlyArray<number>) =>
+          Effect.map(
+            db.query<Bodies & { id: number }>("SELECT id, text_body, html_body FROM sandbox_messages WHERE id = ANY($1::bigint[]) AND user_id = $2", [
+              ids.map(String),
+              userId,
+            ]),
+            byId,
+          )
+        const page = heavyPage(rows, bodies, (row, b: Bodies | undefined) => toCapturedMessage(b ? { ...row, ...b } : row))
+        return { ...page, pagination: pagination(q.page, q.perPage, total) }
       })
 
       const get = Effect.fn("Sandbox.get")(function*(userId: number, id: number) {

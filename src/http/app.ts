@@ -11,9 +11,10 @@ import { randomFillSync } from "node:crypto"
 import { Authenticator, type Principal } from "../../effects/auth/service.ts"
 import { type FieldIssue, PayloadTooLarge, ValidationError } from "../../effects/errors.ts"
 import { AccessLog } from "../logger.ts"
-import { readBody, tooLarge } from "./body.ts"
+import { type BodyBudget, bodyBudget, readBody, tooLarge } from "./body.ts"
 import { envelope } from "./envelope.ts"
 import { renderCause, renderError } from "./errors.ts"
+import { streamedEnvelope } from "./streamed.ts"
 import type { AppRuntime } from "../layers.ts"
 import type { Route } from "./route.ts"
 
@@ -96,7 +97,7 @@ const take = (decode: Decoder | undefined, input: unknown, issues: Array<FieldIs
  * scavenge's survivors promoted under load and 42k against 70k req/s in a bare Hono app
  * (bench/REPORT.md, 2026-11-25 afternoon).
  */
-const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoContext<Vars>, requestId: string, maxBodyBytes: number) {
+const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoContext<Vars>, requestId: string, bodies: Bodies) {
   const r = compiled.route
   let principal: Principal | undefined
   if (r.auth !== "none") {
@@ -105,8 +106,29 @@ const handle = Effect.fnUntraced(function*(compiled: CompiledRoute, c: HonoConte
     if (r.scope) yield* auth.requireScope(principal, r.scope)
   }
   // Credentials first: a caller without them has no body read (./body.ts) and learns nothing
-  // about what it must look like.
-  const rawBody = r.body || r.rawBody ? yield* readBody(c.req.raw, maxBodyBytes) : ""
+  // about what it must look like. A body is held within the process's budget until the answer.
+  if (!r.body && !r.rawBody) return yield* answer(compiled, c, requestId, principal, "")
+  return yield* bodies.budget.holding(
+    c.req.raw.headers,
+    Effect.flatMap(readBody(c.req.raw, bodies.max), (rawBody) => answer(compiled, c, requestId, principal, rawBody)),
+  )
+})
+
+/** What `handle` needs to read bodies: MAX_BODY_BYTES and the process's budget for them. */
+interface Bodies {
+  readonly max: number
+  readonly budget: BodyBudget
+}
+
+/** The request decoded and handed to its route (module level, as `handle`). */
+const answer = Effect.fnUntraced(function*(
+  compiled: CompiledRoute,
+  c: HonoContext<Vars>,
+  requestId: string,
+  principal: Principal | undefined,
+  rawBody: string,
+) {
+  const r = compiled.route
   const parsed = r.body ? yield* parseJsonBody(rawBody, c.req.header("content-type")) : {}
   const issues: Array<FieldIssue> = []
   const params = yield* take(compiled.params, c.req.param(), issues)
@@ -144,6 +166,7 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
   const { runtime } = options
   const app = new Hono<Vars>({ strict: false })
   const nextRequestId = requestIds()
+  const bodies: Bodies = { max: options.maxBodyBytes, budget: bodyBudget(options.maxBodyBytes) }
   let ambient: Ambient | undefined
   let ambientLoading: Promise<Ambient> | undefined
   const loadAmbient = () =>
@@ -218,7 +241,7 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
     const span = `${r.method.toUpperCase()} ${r.path}`
     app.on(r.method.toUpperCase(), r.path, async (c) => {
       const requestId = c.get("requestId")
-      const annotated = Effect.annotateLogs(handle(compiled, c, requestId, options.maxBodyBytes), "request_id", requestId)
+      const annotated = Effect.annotateLogs(handle(compiled, c, requestId, bodies), "request_id", requestId)
       const exit = await runtime.runPromiseExit(ambient?.tracing ? Effect.withSpan(annotated, span) : annotated)
       if (Exit.isFailure(exit)) return sendError(c, renderCause(exit.cause))
       const reply = exit.value
@@ -226,6 +249,11 @@ export const makeHttpApp = (options: AppOptions): Hono<Vars> => {
         for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v)
         c.header("Content-Type", reply.raw.contentType)
         return c.body(reply.raw.body as string, (reply.status ?? r.status ?? 200) as 200)
+      }
+      if (reply.more && reply.more.length > 0) {
+        for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v)
+        const page = { ...reply, data: reply.data as ReadonlyArray<unknown>, more: reply.more }
+        return c.body(streamedEnvelope(runtime, requestId, page), (reply.status ?? r.status ?? 200) as 200, { "Content-Type": "application/json" })
       }
       return send(
         c,

@@ -7,8 +7,12 @@
  * route ran: anyone could make the process hold 30 MiB per open request without an account. A
  * declared Content-Length over the limit is refused from its headers (`tooLarge`); a body without
  * one is counted while it arrives and given up the moment it passes the limit.
+ *
+ * Bodies held at once are bounded too (`bodyBudget`): one MAX_BODY_BYTES body was bounded, but an
+ * authenticated caller could still send many at once (rate limits apply once the body is parsed),
+ * and each is held, parsed and decoded while its request runs.
  */
-import { Effect } from "effect"
+import { Effect, Semaphore } from "effect"
 import { PayloadTooLarge } from "../../effects/errors.ts"
 
 const declared = (headers: Headers): number | undefined => {
@@ -46,3 +50,23 @@ export const readBody = (request: Request, max: number): Effect.Effect<string, P
     Effect.promise(() => (request.body === null ? Promise.resolve("") : declared(request.headers) !== undefined ? request.text() : counted(request.body, max))),
     (text) => (text === undefined ? Effect.fail(new PayloadTooLarge({ message: `request body exceeds ${max} bytes` })) : Effect.succeed(text)),
   )
+
+/** Bodies the process holds at once, as a multiple of MAX_BODY_BYTES. */
+export const BODY_BUDGET_BODIES = 4
+
+/**
+ * Bytes of request bodies held by the requests running at once, at most BODY_BUDGET_BODIES ×
+ * `max` (120 MiB with the default 30 MiB). A request that takes a body holds its declared length
+ * (`max` when it declares none) from before its body is read until its answer, and one that
+ * finds no room waits, its body left unread in the socket (the client is slowed, the process
+ * holds nothing for it). Requests without a body never wait.
+ */
+export const bodyBudget = (max: number) => {
+  const bytes = Semaphore.makeUnsafe(BODY_BUDGET_BODIES * max)
+  return {
+    holding: <A, E, R>(headers: Headers, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      bytes.withPermits(Math.min(max, Math.max(1, declared(headers) ?? max)))(effect),
+  }
+}
+
+export type BodyBudget = ReturnType<typeof bodyBudget>

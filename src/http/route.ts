@@ -36,6 +36,12 @@ export interface Reply {
   /** Success status; defaults to the route's `status`, else 200. */
   readonly status?: number
   readonly headers?: Record<string, string>
+  /**
+   * Further items of `data` (an array), one group at a time: each is run only once the client has
+   * taken what came before, so a page of large messages is never held whole
+   * (effects/shared/heavy-pages.ts). A group that fails after the answer began cuts it off.
+   */
+  readonly more?: ReadonlyArray<Effect.Effect<ReadonlyArray<unknown>, unknown, AppServices>>
   /** Non-JSON answers (an HTML page, raw MIME); bypasses the envelope. */
   readonly raw?: { readonly body: string | Uint8Array; readonly contentType: string }
 }
@@ -96,13 +102,26 @@ export const okFrom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<R
 
 /**
  * A listing: `list` reads one page (limit and offset from `?page` and `?per_page`); the reply
- * carries the rows, each through `toJson`, and the page's pagination.
+ * carries the rows, each through `toJson`, any further rows it fetches as the answer is written
+ * (`more`: effects/shared/heavy-pages.ts), and the page's pagination.
  */
 export const paged = <Row, E, R>(
   query: { readonly page?: number | undefined; readonly per_page?: number | undefined },
-  list: (page: { readonly limit: number; readonly offset: number }) => Effect.Effect<{ readonly rows: ReadonlyArray<Row>; readonly total: number }, E, R>,
+  list: (page: { readonly limit: number; readonly offset: number }) => Effect.Effect<
+    {
+      readonly rows: ReadonlyArray<Row>
+      readonly more?: ReadonlyArray<Effect.Effect<ReadonlyArray<Row>, unknown, never>>
+      readonly total: number
+    },
+    E,
+    R
+  >,
   toJson: (row: Row) => unknown = (row) => row,
 ): Effect.Effect<Reply, E, R> => {
   const { page, perPage, offset } = paging(query)
-  return Effect.map(list({ limit: perPage, offset }), ({ rows, total }) => ok(rows.map(toJson), { pagination: pagination(page, perPage, total) }))
+  return Effect.map(list({ limit: perPage, offset }), ({ rows, more, total }) =>
+    ok(rows.map(toJson), {
+      pagination: pagination(page, perPage, total),
+      ...(more && more.length > 0 ? { more: more.map((group) => Effect.map(group, (rs) => rs.map(toJson))) } : {}),
+    }))
 }

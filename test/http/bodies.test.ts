@@ -143,3 +143,71 @@ describe("request bodies", () => {
     expect((await tooBig.json()).errors[0].code).toBe("PAYLOAD_TOO_LARGE")
   })
 })
+
+describe("bodies held at once", () => {
+  // MAX_BODY_BYTES of 2,000: the process holds at most BODY_BUDGET_BODIES × 2,000 bytes of bodies.
+  const MAX = 2000
+  let small: TestApp
+  let key: string
+  beforeAll(async () => {
+    small = await makeTestApp({ workers: false, settings: { maxBodyBytes: MAX } })
+    key = (await createAccount(small)).token
+  })
+  afterAll(() => small.stop())
+
+  /** A POST whose head and first bytes are sent now, the rest when `finish` is called (or never). */
+  const held = (length: number) => {
+    const url = new URL(small.url)
+    const socket = net.connect(Number(url.port), url.hostname)
+    const status = new Promise<string | undefined>((resolve) => {
+      let answer = ""
+      socket.on("data", (d) => {
+        answer += d.toString("latin1")
+        if (answer.includes("\r\n")) resolve(answer.slice(0, answer.indexOf("\r\n")))
+      })
+      socket.on("close", () => resolve(undefined))
+      socket.on("error", () => resolve(undefined))
+    })
+    const body = JSON.stringify({ name: "k", label: "a".repeat(length - 26) })
+    socket.write(
+      `POST /api/apikeys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${key}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
+    )
+    return { status, finish: () => socket.write(body.slice(10)), drop: () => socket.destroy() }
+  }
+  const answered = (p: Promise<unknown>, ms: number) => Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), ms))])
+
+  it("a body finding no room waits unread until one before it is answered or dropped", async () => {
+    const { BODY_BUDGET_BODIES } = await import("../../src/http/body.ts")
+    const holders = Array.from({ length: BODY_BUDGET_BODIES }, () => held(MAX))
+    await new Promise((r) => setTimeout(r, 200))
+    // The budget is taken: a whole small body sent now is not read, so not answered.
+    const next = fetch(`${small.url}/api/apikeys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "waits" }),
+    }).then((r) => r.status)
+    expect(await answered(next, 500)).toBe(false)
+    // Requests without a body never wait.
+    expect((await fetch(`${small.url}/api/billing/balance`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
+    // One holder finishes its body and is answered: there is room again.
+    holders[0]!.finish()
+    expect(await holders[0]!.status).toMatch(/^HTTP\/1\.1 201/)
+    expect(await next).toBe(201)
+    // Full again; a client that goes away gives its room back too.
+    const more = held(MAX)
+    await new Promise((r) => setTimeout(r, 200))
+    const again = fetch(`${small.url}/api/apikeys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "after-drop" }),
+    }).then((r) => r.status)
+    expect(await answered(again, 500)).toBe(false)
+    holders[1]!.drop()
+    expect(await again).toBe(201)
+    for (const h of holders.slice(2)) h.finish()
+    more.finish()
+    for (const h of holders.slice(2)) expect(await h.status).toMatch(/^HTTP\/1\.1 201/)
+    expect(await more.status).toMatch(/^HTTP\/1\.1 201/)
+  })
+})

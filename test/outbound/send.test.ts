@@ -8,6 +8,7 @@ import { simpleParser } from "mailparser"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createAccount } from "../support/accounts.ts"
 import type { TestApp } from "../support/app.ts"
+import { CHUNK_BODY_BYTES, INLINE_BODY_BYTES } from "../../effects/shared/heavy-pages.ts"
 import {
   balance,
   closedPort,
@@ -125,6 +126,30 @@ describe("a send through the relay", () => {
     expect(res.body.data.amount_tzs).toBe(5)
     expect(relay.received[0]!.to).toEqual([x])
     expect(await balance(api, a.userId)).toBe(95)
+  })
+})
+
+describe("GET /api/outbound/emails", () => {
+  it("writes a page of large messages a group at a time, every body whole and in order", async () => {
+    const a = await fundedAccount(api, 100)
+    // Past the inline size and past one group's budget together (effects/shared/heavy-pages.ts).
+    const bodies = ["small", "a".repeat(INLINE_BODY_BYTES + 1), "b".repeat(CHUNK_BODY_BYTES / 2 + 10), "c".repeat(CHUNK_BODY_BYTES / 2 + 10)]
+    const ids: Array<number> = []
+    for (const [i, text_body] of bodies.entries()) {
+      const res = await send(api, a, { to: [rcpt()], subject: `s${i}`, text_body, html_body: i === 1 ? "<p>big</p>" : undefined })
+      expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(201)
+      ids.push(res.body.data.id)
+    }
+    const page = await api.call("GET", "/api/outbound/emails?per_page=10", { token: a.apiKey })
+    expect(page.status).toBe(200)
+    expect(page.headers.get("content-length")).toBeNull()
+    expect(page.body.pagination).toEqual({ page: 1, per_page: 10, total: 4, total_pages: 1 })
+    expect(page.body.data.map((m: { id: number }) => m.id)).toEqual([...ids].reverse())
+    expect(page.body.data.map((m: { text_body: string }) => m.text_body.length)).toEqual([...bodies].reverse().map((b) => b.length))
+    expect(page.body.data[2].html_body).toBe("<p>big</p>")
+    const one = await api.call("GET", `/api/outbound/emails/${ids[2]}`, { token: a.apiKey })
+    const { recipients: _, ...listed } = one.body.data
+    expect(page.body.data[1]).toEqual(listed)
   })
 })
 

@@ -1,5 +1,6 @@
 /** Captured messages over HTTP: paging newest first, one message, clearing, ownership. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { INLINE_BODY_BYTES } from "../../effects/shared/heavy-pages.ts"
 import { createAccount } from "../support/accounts.ts"
 import { transaction } from "../support/smtp-client.ts"
 import { plainMessage } from "../support/inbound.ts"
@@ -51,6 +52,24 @@ const capture = async (apiKey: string, subjects: ReadonlyArray<string>, raw: (su
 }
 
 describe("GET /api/sandbox/messages", () => {
+  it("writes a page of large captures a group at a time, every body whole and in order", async () => {
+    const { apiKey } = await createAccount(app.api)
+    const sizes = [100, INLINE_BODY_BYTES * 2, 200]
+    // Lines of 76 characters, as mail has them, to about `n` bytes of text.
+    const text = (n: number) => Array.from({ length: Math.ceil(n / 78) }, (_, i) => `${i}`.padEnd(76, "z")).join("\r\n")
+    const ids = await capture(apiKey, sizes.map((n) => `big${n}`), (subject) => plainMessage({ subject, body: text(Number(subject.slice(3))) }))
+    const page = await call("GET", "/api/sandbox/messages", apiKey)
+    expect(page.status).toBe(200)
+    expect(page.headers.get("content-length")).toBeNull()
+    expect(page.body.data.map((m: { id: number }) => m.id)).toEqual([...ids].reverse())
+    expect(page.body.data[1].text_body.length).toBeGreaterThan(INLINE_BODY_BYTES)
+    // Each item is the capture as GET /api/sandbox/messages/{id} shows it.
+    for (const [k, id] of [...ids].reverse().entries()) {
+      const one = await call("GET", `/api/sandbox/messages/${id}`, apiKey)
+      expect(page.body.data[k]).toEqual(one.body.data)
+    }
+  })
+
   it("pages newest first (default 20 per page), and past the end is an empty page", async () => {
     const { apiKey } = await createAccount(app.api)
     const ids = await capture(apiKey, Array.from({ length: 25 }, (_, i) => `m${i}`))

@@ -67,7 +67,7 @@ const messageRoutes = [
           page: query.page ?? 1,
           perPage: query.per_page ?? 20,
         })
-      ).pipe(Effect.map((r) => ok(r.data, { pagination: r.pagination }))),
+      ).pipe(Effect.map((r) => ok(r.data, { pagination: r.pagination, more: r.more }))),
   }),
   route({
     method: "get",

@@ -79,7 +79,7 @@ const messageRoutes = [
     response: Schema.Array(CapturedMessage),
     handler: ({ query, principal }) => {
       const { page, perPage } = paging(query)
-      return Effect.map(Sandbox.use((s) => s.list(principal.userId, { page, perPage })), (r) => ok(r.data, { pagination: r.pagination }))
+      return Effect.map(Sandbox.use((s) => s.list(principal.userId, { page, perPage })), (r) => ok(r.data, { pagination: r.pagination, more: r.more }))
     },
   }),
   route({
