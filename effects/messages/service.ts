@@ -10,7 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { MimeBlobs } from "../ports/MimeBlobs.ts"
-import { byId, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
+import { bodiesIn, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
 
@@ -89,14 +89,7 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         if (address.owner !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
         const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
         const page = address.id == null ? [] : rows as ReadonlyArray<InboundMessageRow & { body_bytes: number }>
-        const bodies = (ids: ReadonlyArray<number>) =>
-          Effect.map(
-            db.query<Bodies & { id: number }>("SELECT id, text_body, html_body FROM inbound_messages WHERE id = ANY($1::bigint[]) AND user_id = $2", [
-              ids.map(String),
-              userId,
-            ]),
-            byId,
-          )
+        const bodies = bodiesIn(db, "inbound_messages", userId)<Bodies & { id: number }>
         const { data, more } = heavyPage(page, bodies, (row, b: Bodies | undefined) => toInboundMessage(b ? { ...row, ...b } : row))
         return { data, more, pagination: pagination(q.page, q.perPage, total) }
       })

@@ -9,6 +9,7 @@
  * the next is fetched, at the pace the client reads (src/http/app.ts, `Reply.more`).
  */
 import { Effect } from "effect"
+import type { DatabaseShape } from "../ports/Database.ts"
 
 /** A row's bodies (text and HTML together, bytes as stored) come with its page up to this size. */
 export const INLINE_BODY_BYTES = 64 * 1024
@@ -36,6 +37,14 @@ export const pageBodyColumns = (text = "text_body", html = "html_body"): string 
 
 /** Rows of a body statement (`id`, `text_body`, `html_body`) by id. */
 export const byId = <B extends { readonly id: number }>(rows: ReadonlyArray<B>): ReadonlyMap<number, B> => new Map(rows.map((b) => [Number(b.id), b]))
+
+/** The bodies of `table`'s rows among `ids` that belong to `userId`, by id (a table with `text_body` and `html_body`). */
+export const bodiesIn = (db: DatabaseShape, table: "inbound_messages" | "sandbox_messages", userId: number) =>
+<B extends { readonly id: number; readonly text_body: string; readonly html_body: string }>(ids: ReadonlyArray<number>) =>
+  Effect.map(
+    db.query<B>(`SELECT id, text_body, html_body FROM ${table} WHERE id = ANY($1::bigint[]) AND user_id = $2`, [ids.map(String), userId]),
+    byId,
+  )
 
 /** A heavy row is one whose bodies its page's statement left out. */
 export const isHeavy = (row: PageRow, inline = INLINE_BODY_BYTES): boolean => Number(row.body_bytes) > inline

@@ -175,6 +175,13 @@ describe("bodies held at once", () => {
     )
     return { status, finish: () => socket.write(body.slice(10)), drop: () => socket.destroy() }
   }
+  /** A whole, small body creating an API key; resolves with the status. */
+  const createKey = (name: string) =>
+    fetch(`${small.url}/api/apikeys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name }),
+    }).then((r) => r.status)
   const answered = (p: Promise<unknown>, ms: number) => Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), ms))])
 
   it("a body finding no room waits unread until one before it is answered or dropped", async () => {
@@ -182,11 +189,7 @@ describe("bodies held at once", () => {
     const holders = Array.from({ length: BODY_BUDGET_BODIES }, () => held(MAX))
     await new Promise((r) => setTimeout(r, 200))
     // The budget is taken: a whole small body sent now is not read, so not answered.
-    const next = fetch(`${small.url}/api/apikeys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "waits" }),
-    }).then((r) => r.status)
+    const next = createKey("waits")
     expect(await answered(next, 500)).toBe(false)
     // Requests without a body never wait.
     expect((await fetch(`${small.url}/api/billing/balance`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
@@ -197,11 +200,7 @@ describe("bodies held at once", () => {
     // Full again; a client that goes away gives its room back too.
     const more = held(MAX)
     await new Promise((r) => setTimeout(r, 200))
-    const again = fetch(`${small.url}/api/apikeys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "after-drop" }),
-    }).then((r) => r.status)
+    const again = createKey("after-drop")
     expect(await answered(again, 500)).toBe(false)
     holders[1]!.drop()
     expect(await again).toBe(201)
