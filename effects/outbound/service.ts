@@ -87,8 +87,10 @@ export interface OutboundShape {
     request: BatchEmailBody,
     key?: Option.Option<IdempotencyKey>,
   ) => Effect.Effect<Sent<BatchResult>, Exclude<SendError, ProviderError> | Conflict>
-  /** The account's messages, newest first. */
-  /** A page: its messages at hand in `rows`, those with large bodies in `more` (../shared/heavy-pages.ts). */
+  /**
+   * The account's messages, newest first: a page's messages at hand in `rows`, those with large
+   * bodies in `more` (../shared/heavy-pages.ts).
+   */
   readonly list: (
     userId: number,
     page: Page,
