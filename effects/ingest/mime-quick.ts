@@ -239,7 +239,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
   }
 
   /** The message parsed as simpleParser would, or undefined when it is not one of the shapes taken here. */
-  return (buf: Buffer): QuickMail | undefined => {
+  const parse = (buf: Buffer): QuickMail | undefined => {
     const headEnd = rootHeadEnd(buf)
     if (headEnd < 0) return undefined
     const root = nodeOf(buf, 0, headEnd, false)
@@ -277,4 +277,23 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       attachments: [],
     }
   }
+
+  /**
+   * A root header block alone, read as `parse` reads one: From, Subject, Message-ID and the header
+   * lines, no bodies. For mail mailparser gives up on (./mime.ts `unparsedMail`).
+   */
+  const headOnly = (head: Buffer): QuickMail => {
+    const root = nodeOf(head, 0, head.length, false)
+    const lines = (root.headers as unknown as { lines: Array<{ key: string; line: string }> }).lines
+    const values = headerProcessor.processHeaders(lines.filter((l) => RESULT_HEADERS.has(l.key)))
+    return {
+      from: values.get("from") as AddressObject | undefined,
+      subject: values.get("subject") as string | undefined,
+      messageId: values.get("message-id") as string | undefined,
+      headerLines: lines,
+      attachments: [],
+    }
+  }
+
+  return Object.assign(parse, { headOnly })
 }

@@ -93,16 +93,77 @@ export const quickParse = (source: Buffer): QuickMail | undefined => {
 }
 
 /**
+ * Bytes of the header block read from mail mailparser gives up on: far more than From, Subject and
+ * Message-ID take in real mail. The raw MIME keeps the rest.
+ */
+const UNPARSED_HEAD_BYTES = 64 * 1024
+
+/** The first `max` bytes of a source; a stream is read no further and closed. */
+const firstBytes = async (source: Buffer | Readable, max: number): Promise<Buffer> => {
+  if (Buffer.isBuffer(source)) return source.subarray(0, max)
+  const chunks: Array<Buffer> = []
+  let length = 0
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      chunks.push(chunk)
+      length += chunk.length
+      if (length >= max) break
+    }
+  } finally {
+    source.destroy()
+  }
+  return Buffer.concat(chunks).subarray(0, max)
+}
+
+/** The root header block within `head`: up to its blank line, else its last whole line, else all of it. */
+const headerBlock = (head: Buffer): Buffer => {
+  const lf = head.indexOf("\n\n")
+  const crlf = head.indexOf("\r\n\r\n")
+  const blank = lf < 0 ? crlf : crlf < 0 ? lf : Math.min(lf, crlf)
+  if (blank >= 0) return head.subarray(0, blank + (blank === crlf ? 4 : 2))
+  const last = head.lastIndexOf(0x0a)
+  return last >= 0 ? head.subarray(0, last + 1) : head
+}
+
+/**
+ * Mail mailparser gave up on (mailsplit's limits: over 1,000 MIME parts, a header block over
+ * 1 MiB; or input nothing foresaw): its root headers alone, no bodies or attachments. It is still
+ * stored and charged, because mail is never refused for its content (DECISIONS.md "Hostile
+ * input"): a 5xx would bounce a customer's mail, a 4xx have it retried for days. Its raw MIME
+ * keeps every byte, for whoever wants to read it their own way.
+ */
+const unparsedMail = async (source: Buffer | Readable): Promise<QuickMail> => {
+  const head = headerBlock(await firstBytes(source, UNPARSED_HEAD_BYTES))
+  try {
+    return quickParser.headOnly(head)
+  } catch {
+    return { headerLines: [], attachments: [] }
+  }
+}
+
+/**
  * Parses a message (a buffer parses faster than a stream of it, and the common shapes of mail in
- * a buffer skip mailparser's streams altogether; a spooled message comes as a stream). `prefix`:
- * header lines that go in front of the message's own in the header map (the trace this MX
- * wrote), so the body is never copied to put them in front of it. Rejects when mailparser gives up.
+ * a buffer skip mailparser's streams altogether; a spooled message comes as a function that opens
+ * a stream of it, called again for the fallback). `prefix`: header lines that go in front of the
+ * message's own in the header map (the trace this MX wrote), so the body is never copied to put
+ * them in front of it. Mail mailparser cannot read gives its headers alone (`unparsedMail`);
+ * rejects only when the bytes cannot be read.
  */
 export const parseMail = async (
-  source: Buffer | Readable,
+  source: Buffer | (() => Readable),
   prefix: ReadonlyArray<{ key: string; line: string }> = [],
 ): Promise<ParsedMessage> => {
-  const mail: QuickMail | ParsedMail = (Buffer.isBuffer(source) ? quickParse(source) : undefined) ?? (await simpleParser(source, PARSER_OPTIONS))
+  const open = () => (Buffer.isBuffer(source) ? source : source())
+  let mail: QuickMail | ParsedMail | undefined = Buffer.isBuffer(source) ? quickParse(source) : undefined
+  if (!mail) {
+    const input = open()
+    try {
+      mail = await simpleParser(input, PARSER_OPTIONS)
+    } catch {
+      if (!Buffer.isBuffer(input)) input.destroy()
+      mail = await unparsedMail(open())
+    }
+  }
   return {
     from: pgSafe(addressText(mail.from)),
     subject: pgSafe(mail.subject ?? ""),

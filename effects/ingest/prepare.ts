@@ -117,11 +117,6 @@ const encodeMessage = (
   return { row: new TextEncoder().encode(JSON.stringify(row)), bytes: new Uint8Array(bytes.buffer, 0, at) }
 }
 
-/** mailparser gave up on the message (the SMTP side answers 554 5.6.0). */
-export class Unparsable extends Error {
-  readonly unparsable = true
-}
-
 const bytesOf = (s: MessageSource) => (s._tag === "Memory" ? Buffer.from(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength) : undefined)
 
 /** Bytes a spooled message's header block is looked for in (authentication needs no more when unsigned). */
@@ -159,7 +154,7 @@ const keepBody = async (source: MessageSource, file: string): Promise<void> => {
   })
 }
 
-/** Authenticates, parses and encodes one message; rejects with `Unparsable` when mailparser cannot read it. */
+/** Authenticates, parses and encodes one message; rejects only when its bytes cannot be read or kept. */
 export const prepareMessage = async (
   job: PrepareJob,
   resolver: KeptResolver,
@@ -186,7 +181,8 @@ const prepareRow = async (
   kept: Promise<void> | undefined,
 ): Promise<PreparedMessage> => {
   const buffer = bytesOf(job.source)
-  const stream = () => buffer ?? createReadStream((job.source as { path: string }).path)
+  const openFile = () => createReadStream((job.source as { path: string }).path)
+  const stream = () => buffer ?? openFile()
   const size = buffer ? buffer.length : (job.source as { size: number }).size
 
   const input: AuthInput = { ip: job.client.ip, helo: job.client.helo, sender: job.mailFrom, mta: job.mta }
@@ -195,9 +191,7 @@ const prepareRow = async (
   const traceText = auth.headers + receivedHeader(trace)
   const traceBytes = Buffer.from(traceText, "utf8")
 
-  const parsed = await parseMail(stream(), headerLinesOf(traceText)).catch((e: unknown) => {
-    throw new Unparsable(e instanceof Error ? e.message : String(e))
-  })
+  const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText))
   const columns = messageColumns(parsed, job.mailFrom)
   const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
   await kept

@@ -10,20 +10,16 @@
 import { Context, Effect, Layer } from "effect"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
 import { loadOnce } from "../shared/load-once.ts"
-import { MalformedMessage } from "./parse.ts"
 import type { Authenticated } from "./authenticate.ts"
 import type { PreparedMessage, PrepareJob } from "./prepare.ts"
 
 export interface MessagePreparerShape {
-  /** The message's row and summary; MalformedMessage when it cannot be parsed. */
-  readonly prepare: (job: PrepareJob) => Effect.Effect<PreparedMessage, MalformedMessage>
+  /**
+   * The message's row and summary. It cannot fail for the mail's content (mail is never refused
+   * for it, ./mime.ts); bytes that cannot be read or kept are a defect, a local error to the sender.
+   */
+  readonly prepare: (job: PrepareJob) => Effect.Effect<PreparedMessage>
 }
-
-/** A failure of `prepareMessage` as the port reports it: unparsable mail, else a defect. */
-export const preparedOrMalformed = (e: unknown): Effect.Effect<never, MalformedMessage> =>
-  typeof e === "object" && e !== null && (e as { unparsable?: boolean }).unparsable === true
-    ? Effect.fail(new MalformedMessage({ message: (e as Error).message }))
-    : Effect.die(e)
 
 /** Logs what the verdicts could not be (the message is stored with `temperror`). */
 export const warnAuthFailure = (m: PreparedMessage): Effect.Effect<PreparedMessage> =>
@@ -48,10 +44,7 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
       )
       return MessagePreparer.of({
         prepare: (job) =>
-          Effect.tryPromise({ try: () => load().then((prepare) => prepare(job)), catch: (e) => e }).pipe(
-            Effect.catch(preparedOrMalformed),
-            Effect.flatMap(warnAuthFailure),
-          ),
+          Effect.promise(() => load().then((prepare) => prepare(job))).pipe(Effect.flatMap(warnAuthFailure)),
       })
     }),
   )

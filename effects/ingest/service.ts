@@ -28,7 +28,6 @@ import { randomHex } from "../shared/crypto.ts"
 import { freeBytes } from "../shared/free-bytes.ts"
 import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
-import type { MalformedMessage } from "./parse.ts"
 import { MessagePreparer } from "./preparer.ts"
 import { Recipients } from "./recipients.ts"
 import { pgSafe } from "./text.ts"
@@ -74,7 +73,7 @@ export interface IngestShape {
    */
   readonly deliver: (delivery: Delivery) => Effect.Effect<
     ReadonlyArray<number>,
-    UnknownRecipient | InsufficientBalance | MalformedMessage | DbError
+    UnknownRecipient | InsufficientBalance | DbError
   >
 }
 

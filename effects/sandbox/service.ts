@@ -8,7 +8,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { inMemory, isMessageBytes, type MessageBytes } from "../ingest/bytes.ts"
-import { type MalformedMessage, parseMessage } from "../ingest/parse.ts"
+import { parseMessage } from "../ingest/parse.ts"
 import { attachmentRows, messageColumns } from "../ingest/rows.ts"
 import { pgSafe, safeJson } from "../ingest/text.ts"
 import type { AttachmentMeta, TlsFacts } from "../messages/schema.ts"
@@ -41,7 +41,7 @@ export interface SandboxShape {
     userId: number,
     credentialId: number | null,
     submission: Submission,
-  ) => Effect.Effect<number, LimitReached | MalformedMessage | DbError>
+  ) => Effect.Effect<number, LimitReached | DbError>
   /** The account's captured messages, newest first; attachments without content. */
   readonly list: (
     userId: number,

@@ -16,19 +16,18 @@
  */
 import { Cause, Context, Effect, Exit, Layer } from "effect"
 import { Worker } from "node:worker_threads"
-import type { MalformedMessage } from "../../effects/ingest/parse.ts"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
-import { MessagePreparer, type MessagePreparerShape, preparedOrMalformed, warnAuthFailure } from "../../effects/ingest/preparer.ts"
+import { MessagePreparer, type MessagePreparerShape, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../config.ts"
 import { siblingModule } from "../module-url.ts"
 
 type Outcome =
   | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
-  | { readonly t: "done"; readonly id: number; readonly ok: false; readonly unparsable: boolean; readonly message: string }
+  | { readonly t: "done"; readonly id: number; readonly ok: false; readonly message: string }
 type Question = { readonly t: "dns"; readonly q: number; readonly name: string; readonly rrtype: string }
 
-type Resume = (effect: Effect.Effect<PreparedMessage, MalformedMessage>) => void
+type Resume = (effect: Effect.Effect<PreparedMessage>) => void
 
 interface Thread {
   readonly worker: Worker
@@ -79,7 +78,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
           thread.jobs.delete(m.id)
           if (!resume) return
           if (m.ok) return resume(warnAuthFailure(m.value))
-          resume(preparedOrMalformed(Object.assign(new Error(m.message), { unparsable: m.unparsable })))
+          resume(Effect.die(new Error(m.message)))
         })
         worker.on("error", (e) => lose(thread, e))
         worker.on("exit", (code) => lose(thread, new Error(`prepare worker exited with code ${code}`)))
@@ -107,7 +106,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       )
 
       const prepare = (job: PrepareJob) =>
-        Effect.callback<PreparedMessage, MalformedMessage>((resume) => {
+        Effect.callback<PreparedMessage>((resume) => {
           if (closed) return resume(Effect.die(new Error("prepare workers stopped")))
           const thread = pick()
           const id = nextId++

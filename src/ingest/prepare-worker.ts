@@ -6,7 +6,7 @@
  * unsigned mail that rest on them (effects/ingest/verdicts.ts).
  *
  * Messages on the port: in  {t: "job", id, job} | {t: "dns", q, ok, records | code, message}
- *                       out {t: "done", id, ok, value | unparsable, message} | {t: "dns", q, name, rrtype}
+ *                       out {t: "done", id, ok, value | message} | {t: "dns", q, name, rrtype}
  *                       (a dns answer also carries keepMs)
  */
 import type { DNSResolver } from "mailauth"
@@ -74,13 +74,7 @@ const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING
     // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
     (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer]),
     (e: unknown) =>
-      port.postMessage({
-        t: "done",
-        id,
-        ok: false,
-        unparsable: (e as { unparsable?: boolean })?.unparsable === true,
-        message: e instanceof Error ? e.message : String(e),
-      }),
+      port.postMessage({ t: "done", id, ok: false, message: e instanceof Error ? e.message : String(e) }),
   )
 )
 

@@ -20,13 +20,11 @@ export const MAX_RECIPIENTS = 100
 /** Something went wrong on our side: the sender keeps the message and tries again later. */
 export const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try again later")
 
-/** The answers both servers give alike: an unparsable message, a reply already made, else LOCAL_ERROR. */
-export const commonReply = (e: { readonly _tag: string }): SmtpReply =>
-  e._tag === "MalformedMessage"
-    ? reply(554, "5.6.0 Message could not be parsed")
-    : e._tag === "SmtpReply"
-    ? (e as SmtpReply)
-    : LOCAL_ERROR
+/**
+ * The answers both servers give alike: a reply already made, else LOCAL_ERROR. Nothing answers
+ * for a message's content: mail is never refused for it (DECISIONS.md "Hostile input").
+ */
+export const commonReply = (e: { readonly _tag: string }): SmtpReply => e._tag === "SmtpReply" ? (e as SmtpReply) : LOCAL_ERROR
 
 /** An Error smtp-server writes as `responseCode message`. */
 export const smtpError = (r: { code: number; message: string }) => Object.assign(new Error(r.message), { responseCode: r.code })

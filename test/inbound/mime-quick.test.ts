@@ -10,7 +10,9 @@
 import fc from "fast-check"
 import { simpleParser } from "mailparser"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
+import { Readable } from "node:stream"
 import { describe, expect, it } from "vitest"
 import { parseMail, PARSER_OPTIONS, quickParse } from "../../effects/ingest/mime.ts"
 import { makeQuickParser } from "../../effects/ingest/mime-quick.ts"
@@ -146,6 +148,27 @@ describe("the quick MIME parse", () => {
     expect(quickParse(throwing)).toBeUndefined()
     expect(quickParse(raw)).toBeDefined()
     expect((await parseMail(raw)).subject).toBe("thrown")
+  })
+
+  it("reads the root headers of mail mailparser gives up on, from a buffer or a stream; an unreadable stream rejects", async () => {
+    const parts = Array.from({ length: 1_001 }, (_, i) => `--b\r\nContent-Type: text/plain\r\n\r\npart ${i}\r\n`).join("")
+    const raw = Buffer.from(`Subject: =?utf-8?Q?caf=C3=A9?=\r\nFrom: Asha <asha@sender.example>\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n${parts}--b--\r\n`)
+    await expect(simpleParser(raw, PARSER_OPTIONS)).rejects.toThrow(/child nodes/)
+    const trace = [{ key: "received", line: "Received: from x by y" }]
+    for (const source of [raw, () => Readable.from([raw.subarray(0, 100), raw.subarray(100)])]) {
+      const m = await parseMail(source, trace)
+      expect(m).toEqual({
+        from: "Asha <asha@sender.example>",
+        subject: "caf\u00e9",
+        text: "",
+        html: "",
+        messageId: null,
+        headers: { received: "from x by y", subject: "=?utf-8?Q?caf=C3=A9?=", from: "Asha <asha@sender.example>", "content-type": "multipart/mixed; boundary=b" },
+        attachments: [],
+      })
+    }
+    const gone = () => fs.createReadStream(path.join(os.tmpdir(), `no-such-spool-${process.pid}`))
+    await expect(parseMail(gone)).rejects.toThrow(/ENOENT/)
   })
 
   it("gives mailparser's result for generated mail it takes", async () => {

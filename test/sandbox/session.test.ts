@@ -2,7 +2,6 @@
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AccountDisabled, Forbidden, InternalError, LimitReached, Unauthorized } from "../../effects/errors.ts"
-import { MalformedMessage } from "../../effects/ingest/parse.ts"
 import { SandboxLimits } from "../../effects/sandbox/limits.ts"
 import { SmtpReply } from "../../src/smtp/common.ts"
 import {
@@ -38,7 +37,6 @@ describe("the reply table", () => {
       [new Unauthorized({ message: "x" }), 535, "5.7.8"],
       [new AccountDisabled({ message: "x" }), 535, "5.7.8"],
       [new LimitReached({ message: "x" }), 452, "4.2.2"],
-      [new MalformedMessage({ message: "x" }), 554, "5.6.0"],
       [new SmtpReply({ code: 421, message: "4.7.0 bye" }), 421, "4.7.0"],
       [new Forbidden({ message: "x" }), 451, "4.3.0"],
       [new InternalError({ message: "x" }), 451, "4.3.0"],

@@ -120,7 +120,82 @@ describe("the MX never refuses mail for its content", () => {
   })
 })
 
+/** Mail mailsplit refuses to split: more MIME parts than its 1,000. */
+const manyParts = (to: string) => {
+  const parts = Array.from({ length: 1_001 }, (_, i) => `--b\r\nContent-Type: text/plain\r\n\r\npart ${i}\r\n`).join("")
+  return Buffer.from(
+    `From: =?utf-8?B?${Buffer.from("Asha Mwinyi").toString("base64")}?= <asha@sender.example>\r\nTo: ${to}\r\n` +
+      `Subject: =?utf-8?Q?many_parts_=E2=9C=93?=\r\nMessage-ID: <many@sender.example>\r\n` +
+      `Content-Type: multipart/mixed; boundary=b\r\n\r\n${parts}--b--\r\n`,
+  )
+}
+
+/** Mail whose header block is over mailsplit's 1 MiB (so over the spool threshold too: read from a file). */
+const hugeHeader = (to: string) => {
+  const filler = Array.from({ length: 15_000 }, () => ` ${"x".repeat(76)}`).join("\r\n")
+  return Buffer.from(
+    `From: asha@sender.example\r\nTo: ${to}\r\nSubject: huge header\r\nX-Filler:${filler}\r\n\r\nbody\r\n`,
+  )
+}
+
+describe("the MX stores mail its MIME parser gives up on", () => {
+  const stored = async (raw: Buffer, to: { address: { email: string }; apiKey: string; userId: number }) => {
+    const smtp = await connectSmtp(app.mx)
+    await smtp.command("EHLO many.example.net")
+    const sent = await transaction(smtp, { from: "asha@sender.example", to: [to.address.email], raw })
+    smtp.destroy()
+    expect(sent.data?.code, sent.data?.text).toBe(250)
+    const id = Number(/stored as (\d+)/.exec(sent.data!.text)![1])
+    const one = await app.api.call("GET", `/api/inbound/messages/${id}`, { token: to.apiKey })
+    expect(one.status).toBe(200)
+    // As the API serves it (a large body is kept as a file, not in the MIME row).
+    const eml = await fetch(`${app.api.url}/api/inbound/messages/${id}/raw`, { headers: { authorization: `Bearer ${to.apiKey}` } })
+    const kept = Buffer.from(await eml.arrayBuffer())
+    expect(kept.subarray(kept.length - raw.length).equals(raw)).toBe(true)
+    const balance = await app.api.call("GET", "/api/billing/balance", { token: to.apiKey })
+    expect(balance.body.data.balance_tzs).toBe(995)
+    return one.body.data
+  }
+
+  it("over 1,000 MIME parts: its root headers, no bodies, the raw whole, charged once", async () => {
+    const to = await funded()
+    const m = await stored(manyParts(to.address.email), to)
+    expect(m.subject).toBe("many parts \u2713")
+    expect(m.from_addr).toBe("Asha Mwinyi <asha@sender.example>")
+    expect(m.headers["message-id"]).toBe("<many@sender.example>")
+    expect(m.headers["received"]).toBeDefined()
+    expect([m.text_body, m.html_body, m.attachments]).toEqual(["", "", []])
+  })
+
+  it("a header block over 1 MiB, spooled: the headers it can read in 64 KiB", async () => {
+    const to = await funded()
+    const m = await stored(hugeHeader(to.address.email), to)
+    expect(m.subject).toBe("huge header")
+    expect(m.from_addr).toBe("asha@sender.example")
+    // Cut at its last whole line within the 64 KiB read; the raw MIME has all of it.
+    expect(m.headers["x-filler"].length).toBeGreaterThan(60_000)
+    expect(m.headers["x-filler"].length).toBeLessThan(64 * 1024)
+    expect(m.text_body).toBe("")
+  })
+})
+
 describe("the sandbox never refuses mail for its content", () => {
+  it("captures mail of over 1,000 MIME parts with its root headers", async () => {
+    const { apiKey } = await createAccount(app.api)
+    const login = (await app.api.call("GET", "/api/sandbox/credentials/smtp", { token: apiKey })).body.data
+    const smtp = await connectSmtp(app.api.ports.sandbox!)
+    await smtp.command("EHLO app.example.net")
+    expect((await smtp.command(`AUTH PLAIN ${plain(login.username, login.password)}`)).code).toBe(235)
+    const sent = await transaction(smtp, { from: "app@app.example", to: ["one@example.com"], raw: manyParts("one@example.com") })
+    smtp.destroy()
+    expect(sent.data?.code, sent.data?.text).toBe(250)
+    const id = Number(/captured as (\d+)/.exec(sent.data!.text)![1])
+    const one = await app.api.call("GET", `/api/sandbox/messages/${id}`, { token: apiKey })
+    expect(one.status).toBe(200)
+    expect(one.body.data.subject).toBe("many parts \u2713")
+    expect(one.body.data.text_body).toBe("")
+  })
+
   it("captures NUL, control characters and invalid UTF-8 in headers, body and envelope; raw byte for byte", async () => {
     const { userId, apiKey } = await createAccount(app.api)
     const login = (await app.api.call("GET", "/api/sandbox/credentials/smtp", { token: apiKey })).body.data
