@@ -20,6 +20,8 @@
  *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
  *   BENCH_SERVICE_LOG_FILE=/tmp/svc.log               # all the service's output to a file (BENCH_SERVICE_LOG keeps a tail)
  *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
+ *   BENCH_REPEAT=7 BENCH_CASES=reuse BENCH_ENGINES=postgres BENCH_ACCOUNTS=1 npm run bench -- mx
+ *                                             # peer, service, peer, … seven times: each ratio, then their median
  */
 import { ConfigProvider, Effect } from "effect"
 import * as fs from "node:fs"
@@ -45,6 +47,14 @@ const PG_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:
 const ENGINES = (process.env.BENCH_ENGINES ?? "pglite,postgres").split(",") as Array<Engine>
 /** BENCH_SCALE=3: three times the messages per case (steadier figures for A/B runs). */
 const scale = (n: number) => Math.ceil((QUICK ? n / 4 : n) * Number(process.env.BENCH_SCALE ?? 1))
+/**
+ * BENCH_REPEAT=N: each service run N times, alternating with the discarding peer (each peer run is
+ * the "after" of one service run and the "before" of the next), then the median of the N ratios
+ * (the upper of the middle two when N is even).
+ * On this kind of machine one ratio moves ±15 % between identical runs (bench/REPORT.md, MX
+ * ingest): a line near a result needs the spread, not one draw.
+ */
+const REPEAT = Math.max(1, Number(process.env.BENCH_REPEAT ?? 1))
 /** Account counts of the service runs (default both: 1 and 20). */
 const ACCOUNTS = (process.env.BENCH_ACCOUNTS ?? "1,20").split(",").map(Number)
 /** BENCH_PEERS=0 skips the peers (the ratio then needs a peer figure from another run). */
@@ -219,6 +229,9 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
   return rate
 }
 
+/** With BENCH_REPEAT: each case's ratios, for the medians at the end. */
+const repeated: Array<{ readonly label: string; readonly ratios: Array<number> }> = []
+
 for (const load of LOADS) {
   if (PEERS) await peerRun("sink", load, 1)
   for (const engine of ENGINES) {
@@ -227,35 +240,42 @@ for (const load of LOADS) {
       // is to the mean of the two: this machine's speed drifts by ±20 % within minutes, and a
       // ratio to one peer run several runs earlier carried that drift (bench/REPORT.md, MX
       // ingest, 2026-11-27 eighth session).
-      const before = PEERS ? await peerRun("discard", load, accounts, "before") : undefined
-      const service = await startService(engine, accounts)
-      const warm = warmup(load)
-      await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...warm })
-      const asked = dns.queries()
-      const cpu0 = cpuSeconds(service.pid)
-      const db0 = postgresCpuSeconds()
-      const p = probe(service.smtpPort, service.addresses[0]!, load.size)
-      const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
-      const probed = await p.stop()
-      const cpu = cpuSeconds(service.pid) - cpu0
-      const dbCpu = postgresCpuSeconds() - db0
-      const rss = peakRssMiB(service.pid)
-      const { stored, ledger } = await service.stop()
-      const expected = warm.messages + load.messages + probed
-      const rate = load.messages / seconds
-      const peer = before === undefined ? undefined : (before + await peerRun("discard", load, accounts, "after")) / 2
-      show({
-        load: load.label,
-        target: `service, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`,
-        msgsPerSecond: Math.round(rate),
-        ...(peer ? { ratio: Number((rate / peer).toFixed(2)) } : {}),
-        p99: Number(quantile(p.samples, 0.99).toFixed(1)),
-        cpuMsPerMessage: Number((cpu * 1000 / (load.messages + probed)).toFixed(2)),
-        ...(engine === "postgres" ? { dbCpuMsPerMessage: Number((dbCpu * 1000 / (load.messages + probed)).toFixed(2)) } : {}),
-        rssMiB: rss,
-        dnsQuestions: dns.queries() - asked,
-        ...(stored !== expected || ledger !== expected ? { note: `stored ${stored}, ledger ${ledger}, expected ${expected}` } : {}),
-      })
+      let before = PEERS ? await peerRun("discard", load, accounts, "before") : undefined
+      const ratios: Array<number> = []
+      for (let round = 0; round < REPEAT; round++) {
+        const service = await startService(engine, accounts)
+        const warm = warmup(load)
+        await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...warm })
+        const asked = dns.queries()
+        const cpu0 = cpuSeconds(service.pid)
+        const db0 = postgresCpuSeconds()
+        const p = probe(service.smtpPort, service.addresses[0]!, load.size)
+        const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
+        const probed = await p.stop()
+        const cpu = cpuSeconds(service.pid) - cpu0
+        const dbCpu = postgresCpuSeconds() - db0
+        const rss = peakRssMiB(service.pid)
+        const { stored, ledger } = await service.stop()
+        const expected = warm.messages + load.messages + probed
+        const rate = load.messages / seconds
+        const after = before === undefined ? undefined : await peerRun("discard", load, accounts, "after")
+        const peer = before === undefined || after === undefined ? undefined : (before + after) / 2
+        if (peer) ratios.push(rate / peer)
+        before = after
+        show({
+          load: load.label,
+          target: `service, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`,
+          msgsPerSecond: Math.round(rate),
+          ...(peer ? { ratio: Number((rate / peer).toFixed(2)) } : {}),
+          p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+          cpuMsPerMessage: Number((cpu * 1000 / (load.messages + probed)).toFixed(2)),
+          ...(engine === "postgres" ? { dbCpuMsPerMessage: Number((dbCpu * 1000 / (load.messages + probed)).toFixed(2)) } : {}),
+          rssMiB: rss,
+          dnsQuestions: dns.queries() - asked,
+          ...(stored !== expected || ledger !== expected ? { note: `stored ${stored}, ledger ${ledger}, expected ${expected}` } : {}),
+        })
+      }
+      if (REPEAT > 1 && ratios.length > 0) repeated.push({ label: `${load.label}, ${engine}, ${accounts} account${accounts > 1 ? "s" : ""}`, ratios })
     }
   }
 }
@@ -291,3 +311,6 @@ for (const r of rows) {
   )
 }
 for (const l of latency) console.log(`\n${l}`)
+for (const r of repeated) {
+  console.log(`\n${r.label}: ratio median ${quantile(r.ratios, 0.5).toFixed(2)} over ${r.ratios.length} runs (${r.ratios.map((x) => x.toFixed(2)).join(", ")})`)
+}
