@@ -39,8 +39,11 @@ interface HeaderProcessor {
   processHeaders(lines: ReadonlyArray<{ key: string; line: string }>): Map<string, unknown>
 }
 
-/** Past this a header block is left to mailparser (its own limit, 1 MiB, must stay mailparser's to enforce). */
-const HEAD_LIMIT = 64 * 1024
+/**
+ * Past this a header block is left to mailparser (its own limit, 1 MiB, must stay mailparser's to
+ * enforce); also what `headOnly` reads of mail mailparser gave up on.
+ */
+export const HEAD_LIMIT = 64 * 1024
 /**
  * Past this a line of a multipart message is left to mailparser: mailsplit flushes lines of
  * 64 KiB or more in pieces and never reads their rest as a boundary.
@@ -266,25 +269,15 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       if (content) text = [content]
     }
 
-    const values = headerProcessor.processHeaders(headers.lines.filter((l) => RESULT_HEADERS.has(l.key)))
     return {
-      from: values.get("from") as AddressObject | undefined,
-      subject: values.get("subject") as string | undefined,
-      messageId: values.get("message-id") as string | undefined,
+      ...headerFields(headers.lines),
       ...(text.length > 0 ? { text: text.join("\n") } : {}),
       ...(html.length > 0 ? { html: html.join("<br/>\n") } : {}),
-      headerLines: headers.lines,
-      attachments: [],
     }
   }
 
-  /**
-   * A root header block alone, read as `parse` reads one: From, Subject, Message-ID and the header
-   * lines, no bodies. For mail mailparser gives up on (./mime.ts `unparsedMail`).
-   */
-  const headOnly = (head: Buffer): QuickMail => {
-    const root = nodeOf(head, 0, head.length, false)
-    const lines = (root.headers as unknown as { lines: Array<{ key: string; line: string }> }).lines
+  /** What the result takes from the root's header lines, as MailParser's header processing gives it. */
+  const headerFields = (lines: Array<{ key: string; line: string }>): QuickMail => {
     const values = headerProcessor.processHeaders(lines.filter((l) => RESULT_HEADERS.has(l.key)))
     return {
       from: values.get("from") as AddressObject | undefined,
@@ -293,6 +286,18 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       headerLines: lines,
       attachments: [],
     }
+  }
+
+  /**
+   * The root headers alone from the start of a message (`head`, at most HEAD_LIMIT bytes), read as
+   * `parse` reads them: up to the blank line that ends them, else up to the last whole line. No
+   * bodies. For mail mailparser gives up on (./mime.ts `unparsedMail`).
+   */
+  const headOnly = (head: Buffer): QuickMail => {
+    const end = rootHeadEnd(head)
+    const block = end >= 0 ? head.subarray(0, end) : head.subarray(0, head.lastIndexOf(LF) + 1 || head.length)
+    const root = nodeOf(block, 0, block.length, false)
+    return headerFields((root.headers as unknown as { lines: Array<{ key: string; line: string }> }).lines)
   }
 
   return Object.assign(parse, { headOnly })

@@ -10,7 +10,7 @@
 import { type AddressObject, type EmailAddress, type ParsedMail, simpleParser, type SimpleParserOptions } from "mailparser"
 import type { Readable } from "node:stream"
 import { CharsetDecoder } from "./charsets.ts"
-import { makeQuickParser, type QuickMail } from "./mime-quick.ts"
+import { HEAD_LIMIT, makeQuickParser, type QuickMail } from "./mime-quick.ts"
 import { pgSafe } from "./text.ts"
 
 export interface ParsedAttachment {
@@ -92,12 +92,6 @@ export const quickParse = (source: Buffer): QuickMail | undefined => {
   }
 }
 
-/**
- * Bytes of the header block read from mail mailparser gives up on: far more than From, Subject and
- * Message-ID take in real mail. The raw MIME keeps the rest.
- */
-const UNPARSED_HEAD_BYTES = 64 * 1024
-
 /** The first `max` bytes of a source; a stream is read no further and closed. */
 const firstBytes = async (source: Buffer | Readable, max: number): Promise<Buffer> => {
   if (Buffer.isBuffer(source)) return source.subarray(0, max)
@@ -115,25 +109,17 @@ const firstBytes = async (source: Buffer | Readable, max: number): Promise<Buffe
   return Buffer.concat(chunks).subarray(0, max)
 }
 
-/** The root header block within `head`: up to its blank line, else its last whole line, else all of it. */
-const headerBlock = (head: Buffer): Buffer => {
-  const lf = head.indexOf("\n\n")
-  const crlf = head.indexOf("\r\n\r\n")
-  const blank = lf < 0 ? crlf : crlf < 0 ? lf : Math.min(lf, crlf)
-  if (blank >= 0) return head.subarray(0, blank + (blank === crlf ? 4 : 2))
-  const last = head.lastIndexOf(0x0a)
-  return last >= 0 ? head.subarray(0, last + 1) : head
-}
-
 /**
  * Mail mailparser gave up on (mailsplit's limits: over 1,000 MIME parts, a header block over
- * 1 MiB; or input nothing foresaw): its root headers alone, no bodies or attachments. It is still
+ * 1 MiB; or input nothing foresaw): its root headers alone (those within the first HEAD_LIMIT
+ * bytes), no bodies or attachments. It is still
  * stored and charged, because mail is never refused for its content (DECISIONS.md "Hostile
  * input"): a 5xx would bounce a customer's mail, a 4xx have it retried for days. Its raw MIME
  * keeps every byte, for whoever wants to read it their own way.
  */
 const unparsedMail = async (source: Buffer | Readable): Promise<QuickMail> => {
-  const head = headerBlock(await firstBytes(source, UNPARSED_HEAD_BYTES))
+  // HEAD_LIMIT is far more than From, Subject and Message-ID take in real mail; the raw MIME keeps the rest.
+  const head = await firstBytes(source, HEAD_LIMIT)
   try {
     return quickParser.headOnly(head)
   } catch {
