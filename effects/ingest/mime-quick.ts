@@ -23,9 +23,12 @@ import mailsplit from "@zone-eu/mailsplit"
 import type { AddressObject, SimpleParserOptions } from "mailparser"
 import { MailParser } from "mailparser"
 
-/** What this module gives: the part of simpleParser's result that ./mime.ts reads. */
+/**
+ * What this module gives: the part of simpleParser's result that ./mime.ts reads. Of the From
+ * field, only its addresses (`value`): mailparser's HTML and text renderings of it are not made.
+ */
 export interface QuickMail {
-  readonly from?: AddressObject
+  readonly from?: Pick<AddressObject, "value">
   readonly subject?: string
   readonly messageId?: string
   readonly text?: string
@@ -35,8 +38,16 @@ export interface QuickMail {
 }
 
 type MimeNode = InstanceType<typeof mailsplit.MimeNode>
+/** The parts of a MailParser that header fields are read with. */
 interface HeaderProcessor {
   processHeaders(lines: ReadonlyArray<{ key: string; line: string }>): Map<string, unknown>
+  getAddressesHTML(value: unknown): string
+  getAddressesText(value: unknown): string
+  ensureMessageIDFormat(value: string): string | false
+  readonly libmime: {
+    decodeHeader(line: string): { key: string; value: string }
+    decodeWords(value: string): string
+  }
 }
 
 /**
@@ -51,6 +62,8 @@ export const HEAD_LIMIT = 64 * 1024
 const LINE_LIMIT = 32 * 1024
 /** mailsplit's BOUNDARY_LINE_SUFFIX: "--" prefix, "--" suffix, CRLF. */
 const BOUNDARY_LINE_SUFFIX = 6
+/** What libmime's decodeWords puts between encoded words it joins, then removes. */
+const JOIN_MARK = "__\x00JOIN\x00__"
 /** The root headers mailparser's result is read from here. */
 const RESULT_HEADERS = new Set(["from", "subject", "message-id"])
 
@@ -170,6 +183,23 @@ const inlineTextType = (node: MimeNode, root: boolean): "text/plain" | "text/htm
 /** `options`: the simpleParser options whose result it stands in for (their Iconv decodes encoded words). */
 export const makeQuickParser = (options: SimpleParserOptions) => {
   const headerProcessor = new MailParser(options) as unknown as HeaderProcessor
+  // This instance reads nothing but From fields (`headerFields`), of which only the addresses are
+  // kept: the HTML and text renderings (escaping, quoting) were a fifth of its time, for nothing.
+  headerProcessor.getAddressesHTML = () => ""
+  headerProcessor.getAddressesText = () => ""
+  const { libmime } = headerProcessor
+  /**
+   * libmime's decodeWords as MailParser calls it. A value without an encoded word (`=?`) it leaves
+   * as it is, but for its own joining marker, which it removes wherever it is.
+   */
+  const decodeWords = (value: string) => {
+    if (!value.includes("=?") && !value.includes(JOIN_MARK)) return value
+    try {
+      return libmime.decodeWords(value)
+    } catch {
+      return value
+    }
+  }
   // mailsplit's nodes are given mailparser's options, as its splitter gives them.
   const config = options as ConstructorParameters<typeof mailsplit.MimeNode>[1]
 
@@ -276,16 +306,27 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
     }
   }
 
-  /** What the result takes from the root's header lines, as MailParser's header processing gives it. */
+  /**
+   * What the result takes from the root's header lines, as MailParser's `processHeaders` gives it:
+   * the first From field through it; Subject and Message-ID as it reads them (the unfolded value
+   * as UTF-8, its encoded words decoded, the first non-empty value kept), without a Map of every
+   * header and a `decodeWords` run of ASCII without encoded words.
+   */
   const headerFields = (lines: Array<{ key: string; line: string }>): QuickMail => {
-    const values = headerProcessor.processHeaders(lines.filter((l) => RESULT_HEADERS.has(l.key)))
-    return {
-      from: values.get("from") as AddressObject | undefined,
-      subject: values.get("subject") as string | undefined,
-      messageId: values.get("message-id") as string | undefined,
-      headerLines: lines,
-      attachments: [],
+    let from: QuickMail["from"]
+    let subject: string | undefined
+    let messageId: string | undefined
+    for (const { key, line } of lines) {
+      if (!RESULT_HEADERS.has(key)) continue
+      if (key === "from") {
+        from ??= { value: (headerProcessor.processHeaders([{ key, line }]).get("from") as AddressObject).value }
+        continue
+      }
+      const value = Buffer.from(libmime.decodeHeader(line).value.trim(), "binary").toString()
+      if (key === "subject") subject ||= decodeWords(value) || undefined
+      else messageId ||= headerProcessor.ensureMessageIDFormat(decodeWords(value)) || undefined
     }
+    return { from, subject, messageId, headerLines: lines, attachments: [] }
   }
 
   /**

@@ -40,7 +40,7 @@ const mailbox = (m: EmailAddress): string => {
   return m.address ? `${shown} <${m.address}>` : shown
 }
 
-const addressText = (a: AddressObject | Array<AddressObject> | undefined): string =>
+const addressText = (a: Pick<AddressObject, "value"> | Array<AddressObject> | undefined): string =>
   a === undefined ? "" : (Array.isArray(a) ? a : [a]).flatMap((x) => x.value).map(mailbox).join(", ")
 
 const headerMap = (lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string | Array<string>> => {
