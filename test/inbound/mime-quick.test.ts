@@ -292,4 +292,26 @@ describe("the quick MIME parse", () => {
     // The generator must keep reaching the quick path, not only the fallback.
     expect(taken).toBeGreaterThan(RUNS / 10)
   }, 120_000)
+
+  it("reads a From field as mailparser does: a plain address without addressparser, anything else through it", async () => {
+    const local = fc.stringMatching(/^[\w.+-]{1,8}$/)
+    const domain = fc.oneof(fc.stringMatching(/^[\w.-]{1,12}$/), fc.constantFrom("xn--bcher-kva.example", "XN--BCHER-KVA.example", "a.xn--p1ai"))
+    const plain = fc.tuple(local, domain, fc.constantFrom("", "<>", "<", ">", " ", "  <> ")).map(([l, d, wrap]) =>
+      wrap === "<>" ? `<${l}@${d}>` : wrap === "  <> " ? `  <${l}@${d}> ` : wrap === "<" ? `<${l}@${d}` : wrap === ">" ? `${l}@${d}>` : `${l}@${d}${wrap}`
+    )
+    // Characters addressparser gives a meaning to, in any order.
+    const piece = fc.constantFrom("a", "Z", "0", ".", "_", "+", "-", "@", "<", ">", " ", '"', "(", ")", ",", ":", ";", "=?", "?=", "=?utf-8?Q?x?=", "xn--", "\u00e9", "\\", "[", "]", "!", "#", "\t")
+    const other = fc.array(piece, { maxLength: 14 }).map((p) => p.join(""))
+    let plainTaken = 0
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(plain, other), async (value) => {
+        const r = await both(crlf([`From: ${value}`, "Subject: s", "", "body"]))
+        expect(r.taken).toBe(true)
+        expect(r.mine!.from).toEqual(r.theirs.from)
+        if (/^\s*<?[\w.+-]+@[\w.-]+>?\s*$/.test(value)) plainTaken++
+      }),
+      { numRuns: RUNS, seed: SEED },
+    )
+    expect(plainTaken).toBeGreaterThan(RUNS / 10)
+  }, 120_000)
 })
