@@ -20,6 +20,7 @@
  * test/inbound/mime-quick.test.ts compares the two over the mail corpus and generated mail.
  */
 import mailsplit from "@zone-eu/mailsplit"
+import { isUtf8 } from "node:buffer"
 import type { AddressObject, SimpleParserOptions } from "mailparser"
 import { MailParser } from "mailparser"
 
@@ -35,6 +36,12 @@ export interface QuickMail {
   readonly html?: string
   readonly headerLines: ReadonlyArray<{ key: string; line: string }>
   readonly attachments: ReadonlyArray<never>
+  /**
+   * Where `text` is in the message's bytes, when it is exactly those bytes read as UTF-8 with every
+   * CR LF made LF (a single text part in 7bit, 8bit or binary, valid UTF-8, no NUL): the database
+   * can then make it from the raw MIME it stores anyway (./prepare.ts), and it is not sent twice.
+   */
+  readonly textRange?: readonly [start: number, end: number]
 }
 
 type MimeNode = InstanceType<typeof mailsplit.MimeNode>
@@ -64,6 +71,8 @@ const LINE_LIMIT = 32 * 1024
 const BOUNDARY_LINE_SUFFIX = 6
 /** What libmime's decodeWords puts between encoded words it joins, then removes. */
 const JOIN_MARK = "__\x00JOIN\x00__"
+/** Transfer encodings `transferDecoded` decodes (any other leaves a body's bytes as they are). */
+const TRANSFER_DECODED: ReadonlySet<unknown> = new Set(["base64", "quoted-printable"])
 /** The root headers mailparser's result is read from here. */
 const RESULT_HEADERS = new Set(["from", "subject", "message-id"])
 
@@ -300,6 +309,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
 
     let text: Array<string> = []
     const html: Array<string> = []
+    let textRange: QuickMail["textRange"]
     if (root.multipart) {
       if (root.contentType !== "multipart/alternative") return undefined
       const parts = alternatives(buf, headEnd, root)
@@ -314,15 +324,23 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       }
     } else {
       if (inlineTextType(root, true) !== "text/plain") return undefined
-      const content = textOf(root, buf.subarray(headEnd))
+      const body = buf.subarray(headEnd)
+      const content = textOf(root, body)
       if (content === undefined) return undefined
-      if (content) text = [content]
+      if (content) {
+        text = [content]
+        // The body's own bytes when no transfer decoding changed them (`textOf` decoded them as
+        // UTF-8 and made CR LF LF): unless invalid UTF-8 became U+FFFD, or a NUL is there for
+        // pgSafe to drop, the text is those bytes so read.
+        if (!TRANSFER_DECODED.has(root.encoding) && body.indexOf(0) < 0 && isUtf8(body)) textRange = [headEnd, buf.length]
+      }
     }
 
     return {
       ...headerFields(headers.lines),
       ...(text.length > 0 ? { text: text.join("\n") } : {}),
       ...(html.length > 0 ? { html: html.join("<br/>\n") } : {}),
+      ...(textRange ? { textRange } : {}),
     }
   }
 

@@ -29,6 +29,8 @@ export interface ParsedMessage {
   /** Lowercase header name → unfolded raw value (both `pgSafe`); repeated headers (Received) become arrays. */
   readonly headers: Record<string, string | Array<string>>
   readonly attachments: ReadonlyArray<ParsedAttachment>
+  /** Where `text` is in the parsed bytes, when it is those bytes as they are (./mime-quick.ts `QuickMail`). */
+  readonly textRange?: readonly [start: number, end: number]
 }
 
 /** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
@@ -163,6 +165,7 @@ export const parseMail = async (
       contentId: a.cid ? pgSafe(a.cid) : a.contentId ? pgSafe(a.contentId.replace(/^<|>$/g, "")) : null,
       content: a.content,
     })),
+    ...("textRange" in mail && mail.textRange ? { textRange: mail.textRange } : {}),
   }
 }
 

@@ -83,11 +83,15 @@ const encodeMessage = (
   body: Buffer | { readonly blob: string },
   columns: MessageColumns & Record<string, unknown>,
   attachments: ParsedMessage["attachments"],
+  /** Where the text body is in `body` as its bytes with CR LF for LF (ParsedMessage `textRange`). */
+  textRange: ParsedMessage["textRange"],
 ): { readonly row: Uint8Array; readonly bytes: Uint8Array } => {
   const { text_body, html_body, ...rest } = columns
   const inRow = Buffer.isBuffer(body) ? body : undefined
+  // Such a text is not sent again: the database reads it from the raw MIME (`text_crlf`, migration 039).
+  const textInRaw = inRow && textRange
   const size = trace.length + (inRow?.length ?? 0) + attachments.reduce((n, a) => n + a.content.byteLength, 0) +
-    Buffer.byteLength(text_body, "utf8") + Buffer.byteLength(html_body, "utf8")
+    (textInRaw ? 0 : Buffer.byteLength(text_body, "utf8")) + Buffer.byteLength(html_body, "utf8")
   const bytes = Buffer.allocUnsafeSlow(size)
   let at = 0
   const put = (piece: Uint8Array): [number, number] => {
@@ -111,7 +115,8 @@ const encodeMessage = (
     content: put(a.content),
   }))
   const raw = [0, trace.length + (inRow?.length ?? 0)]
-  const row = { raw, ...(inRow ? {} : { body_blob: (body as { blob: string }).blob }), text: write(text_body), html: write(html_body), parts, ...rest }
+  const text = textInRaw ? { text: [trace.length + textRange[0], textRange[1] - textRange[0]], text_crlf: true } : { text: write(text_body) }
+  const row = { raw, ...(inRow ? {} : { body_blob: (body as { blob: string }).blob }), ...text, html: write(html_body), parts, ...rest }
   // Both in ArrayBuffers of their own, transferable: TextEncoder's is exactly the text's, and
   // allocUnsafeSlow's is never a slice of the shared pool.
   return { row: new TextEncoder().encode(JSON.stringify(row)), bytes: new Uint8Array(bytes.buffer, 0, at) }
@@ -202,7 +207,7 @@ const prepareRow = async (
     // Already safe: every string of the verdicts was made `pgSafe` where they were read (./authenticate.ts).
     auth_results: auth.results satisfies AuthResults,
     tls: job.client.tls,
-  }, parsed.attachments)
+  }, parsed.attachments, parsed.textRange)
   return {
     row,
     bytes,

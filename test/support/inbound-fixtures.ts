@@ -84,10 +84,10 @@ export const noRecords: KeptResolver = async () => {
 }
 
 /** A message as the ingest writer gets it, prepared as the MX prepares it, for the given address copies. */
-export const preparedFor = async (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>): Promise<Prepared> => {
+export const preparedFor = async (raw: string | Uint8Array, copies: ReadonlyArray<{ id: number; userId: number; email: string }>): Promise<Prepared> => {
   const at = Date.now()
   const message = await prepareMessage({
-    source: { _tag: "Memory", bytes: Buffer.from(raw) },
+    source: { _tag: "Memory", bytes: typeof raw === "string" ? Buffer.from(raw) : new Uint8Array(raw) },
     mailFrom: "asha@sender.example",
     client: { ip: "127.0.0.1", helo: "sender.example", tls: null },
     mta: "mx.inbox.localhost",
