@@ -15,8 +15,9 @@
  *
  * Exactness comes from doing what mailparser does with its own pieces: mailsplit's MimeNode reads
  * each header block (content type, charset, encoding, disposition, the raw header lines), its
- * transfer decoders decode the bodies, MailParser's own header processing gives From, Subject and
- * Message-ID, and the boundary lines are matched as mailsplit's splitter matches them.
+ * transfer decoders decode the bodies, From, Subject and Message-ID are read with MailParser's own
+ * header processing and its libmime (`headerFields`; a From that is one plain address needs
+ * neither), and the boundary lines are matched as mailsplit's splitter matches them.
  * test/inbound/mime-quick.test.ts compares the two over the mail corpus and generated mail.
  */
 import mailsplit from "@zone-eu/mailsplit"

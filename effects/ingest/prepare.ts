@@ -57,7 +57,10 @@ export interface PreparedMessage {
    * event loop, never copied.
    */
   readonly row: Uint8Array
-  /** The trace and body (the raw MIME), each part's content, the text and HTML bodies as UTF-8, in that order; its own ArrayBuffer too. */
+  /**
+   * The trace and body (the raw MIME), each part's content, the text (unless the row names it
+   * within the raw MIME: `text_crlf`) and HTML bodies as UTF-8, in that order; its own ArrayBuffer too.
+   */
   readonly bytes: Uint8Array
   /** Bytes stored: trace + body. */
   readonly size: number
