@@ -72,7 +72,7 @@ const LINE_LIMIT = 32 * 1024
 const BOUNDARY_LINE_SUFFIX = 6
 /** What libmime's decodeWords puts between encoded words it joins, then removes. */
 const JOIN_MARK = "__\x00JOIN\x00__"
-/** Transfer encodings `transferDecoded` decodes (any other leaves a body's bytes as they are). */
+/** The transfer encodings `transferDecoded` decodes; any other leaves a body's bytes as they are. */
 const TRANSFER_DECODED: ReadonlySet<unknown> = new Set(["base64", "quoted-printable"])
 /** The root headers mailparser's result is read from here. */
 const RESULT_HEADERS = new Set(["from", "subject", "message-id"])
@@ -144,13 +144,14 @@ const lineEnd = (buf: Buffer, from: number) => {
  * taken here). Undefined for base64 that is not well formed, where chunking could matter.
  */
 const transferDecoded = (node: MimeNode, body: Buffer): Buffer | undefined => {
+  if (!TRANSFER_DECODED.has(node.encoding)) return body
   if (node.encoding === "base64") {
     const text = body.toString("latin1")
     // The decoder reads the bytes as ASCII (top bit dropped) and keeps only the alphabet.
     if (/[^\x00-\x7f]/.test(text)) return undefined
     const b64 = text.replace(/[^a-zA-Z0-9+/=]/g, "")
     if (b64.length % 4 !== 0 || !/^[a-zA-Z0-9+/]*={0,2}$/.test(b64)) return undefined
-  } else if (node.encoding !== "quoted-printable") return body
+  }
   const decoder = node.getDecoder() as unknown as {
     push: (b: Buffer | null) => boolean
     _transform: (chunk: Buffer, encoding: string, done: () => void) => void
