@@ -19,6 +19,8 @@
  *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
  *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
  *   BENCH_SERVICE_LOG_FILE=/tmp/svc.log               # all the service's output to a file (BENCH_SERVICE_LOG keeps a tail)
+ *   BENCH_SEED_SQL="DROP INDEX …"                     # one statement run on the service's database after seeding
+ *                                             # (measurement only: what a dropped index, foreign key or function variant is worth)
  *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
  *   BENCH_REPEAT=7 BENCH_CASES=reuse BENCH_ENGINES=postgres BENCH_ACCOUNTS=1 npm run bench -- mx
  *                                             # peer, service, peer, … seven times: each ratio, then their median
@@ -126,6 +128,8 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
       if (webhookUrl) yield* Webhooks.use((w) => w.create(user!.id, { address_id: address!.id, url: webhookUrl }))
       out.push(`bench${i}@${settings.platformDomain}`)
     }
+    // A measurement's change to the schema (header), made before the service opens the database.
+    if (process.env.BENCH_SEED_SQL) yield* db.query(process.env.BENCH_SEED_SQL)
     return out
   }) as Effect.Effect<Array<string>, never, never>)
   await seeding.dispose()
