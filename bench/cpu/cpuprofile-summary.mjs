@@ -4,6 +4,7 @@
  *
  *   BENCH_PROFILE=/tmp/prof BENCH_CASES=reuse BENCH_ENGINES=postgres BENCH_ACCOUNTS=1 BENCH_PEERS=0 npm run bench -- mx
  *   node bench/cpu/cpuprofile-summary.mjs /tmp/prof/CPU.*.cpuprofile [TOP=30] [prepareMessage,onRecipient,...]
+ *   SINCE=_feedDataStream node bench/cpu/cpuprofile-summary.mjs …   # from the first message's DATA on
  *
  * `--cpu-prof` samples wall time of the main thread: "(idle)" is the loop waiting, "(program)"
  * native work outside JavaScript (socket I/O, the loop itself), "(garbage collector)" GC pauses.
@@ -23,8 +24,21 @@ for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n
 /** A frame's package or file; native frames by their V8 name ("(garbage collector)", "(program)"). */
 const framePlaceOf = ({ url, functionName }) => (url ? placeOf(url) : functionName.startsWith("(") ? functionName : "(native)")
 
+/**
+ * SINCE=<function>: only samples from the first one with that function on its stack (say
+ * `_feedDataStream`, the first message's DATA), so start-up and seeding stay out of the shares.
+ */
+const since = process.env.SINCE
+const onStack = (id, name) => {
+  for (let n = id; n !== undefined; n = parent.get(n)) if (nodes.get(n).callFrame.functionName === name) return true
+  return false
+}
+let started = !since
 const dt = new Map()
-profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
+profile.samples.forEach((id, i) => {
+  started ||= onStack(id, since)
+  if (started) dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
+})
 
 const byPlace = new Map()
 const byFunction = new Map()
