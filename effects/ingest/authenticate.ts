@@ -89,16 +89,6 @@ export const authenticate = async (
   return memo!.get(key) ?? memo!.compute(key, resolver, (r) => verdicts(head!, input, r), settled)
 }
 
-/**
- * The verdicts `memo` keeps for a whole in-memory message, without waiting: what `authenticate`
- * would answer from it; undefined when it would ask mailauth (signed, or not kept).
- */
-export const keptVerdicts = (message: Buffer, input: AuthInput, memo: VerdictMemo<Authenticated>): Authenticated | undefined => {
-  const head = unsignedHeaders(message)
-  const key = head && verdictKey(head, input)
-  return key === undefined ? undefined : memo.get(key)
-}
-
 /** Verdicts worth keeping: none of them a temporary error (a DNS outage on the way) or a timeout. */
 const settled = (a: Authenticated): boolean =>
   a.failure === undefined && a.results.spf !== "temperror" && a.results.dmarc !== "temperror" && a.results.arc !== "temperror"

@@ -152,20 +152,6 @@ export const parseMail = async (
       mail = await unparsedMail(open())
     }
   }
-  return parsedOf(mail, prefix)
-}
-
-/**
- * `parseMail` without waiting, for a buffer of a shape the quick parse reads (most mail); undefined
- * otherwise (then `parseMail` decides, with mailparser).
- */
-export const parseMailQuick = (source: Buffer, prefix: ReadonlyArray<{ key: string; line: string }> = []): ParsedMessage | undefined => {
-  const mail = quickParse(source)
-  return mail && parsedOf(mail, prefix)
-}
-
-/** What either parser read, as stored (every text made `pgSafe`). */
-const parsedOf = (mail: QuickMail | ParsedMail, prefix: ReadonlyArray<{ key: string; line: string }>): ParsedMessage => {
   return {
     from: pgSafe(addressText(mail.from)),
     subject: pgSafe(mail.subject ?? ""),

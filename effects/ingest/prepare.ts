@@ -18,8 +18,8 @@
 import { createReadStream } from "node:fs"
 import { copyFile, link, mkdir, open, readFile, rm, writeFile } from "node:fs/promises"
 import * as path from "node:path"
-import { authenticate, type Authenticated, type AuthInput, type AuthResults, keptVerdicts, unsignedHeaders } from "./authenticate.ts"
-import { headerLinesOf, type ParsedMessage, parseMail, parseMailQuick } from "./mime.ts"
+import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
+import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
 import { type MessageColumns, messageColumns } from "./rows.ts"
 import { smsBodyOf } from "../sms/summary.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
@@ -193,50 +193,16 @@ const prepareRow = async (
   const stream = () => buffer ?? openFile()
   const size = buffer ? buffer.length : (job.source as { size: number }).size
 
-  const auth = await authenticate(buffer ?? (await headOfFile(job.source as { path: string })) ?? stream(), authInputOf(job), resolver, verdicts)
-  const traceText = traceOf(job, auth)
+  const input: AuthInput = { ip: job.client.ip, helo: job.client.helo, sender: job.mailFrom, mta: job.mta }
+  const auth = await authenticate(buffer ?? (await headOfFile(job.source as { path: string })) ?? stream(), input, resolver, verdicts)
+  const trace: TraceInput = { ...job.client, mta: job.mta, id: job.id, at: new Date(job.at) }
+  const traceText = auth.headers + receivedHeader(trace)
+  const traceBytes = Buffer.from(traceText, "utf8")
+
   const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText))
+  const columns = messageColumns(parsed, job.mailFrom)
   const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
   await kept
-  return assemble(job, auth, traceText, parsed, body, size)
-}
-
-/**
- * `prepareMessage` without waiting, for most mail: in memory (no blob file), unsigned with its
- * verdicts kept in `verdicts` (the same sender seen a moment ago), and of a shape the quick parse
- * reads. The same message `prepareMessage` makes from the same job; undefined when any of that
- * does not hold (then `prepareMessage` it is). On the event loop it spares each message the
- * promises between the steps and a suspension of the fiber waiting for them.
- */
-export const prepareKept = (job: PrepareJob, verdicts: VerdictMemo<Authenticated>): PreparedMessage | undefined => {
-  if (job.blob || job.source._tag !== "Memory") return undefined
-  const buffer = bytesOf(job.source)!
-  const auth = keptVerdicts(buffer, authInputOf(job), verdicts)
-  if (!auth) return undefined
-  const traceText = traceOf(job, auth)
-  const parsed = parseMailQuick(buffer, headerLinesOf(traceText))
-  return parsed && assemble(job, auth, traceText, parsed, buffer, buffer.length)
-}
-
-const authInputOf = (job: PrepareJob): AuthInput => ({ ip: job.client.ip, helo: job.client.helo, sender: job.mailFrom, mta: job.mta })
-
-/** The trace headers this MX writes on top of the message: the verdicts' own, then Received. */
-const traceOf = (job: PrepareJob, auth: Authenticated): string => {
-  const trace: TraceInput = { ...job.client, mta: job.mta, id: job.id, at: new Date(job.at) }
-  return auth.headers + receivedHeader(trace)
-}
-
-/** The message as the writer takes it, from its verdicts, trace, parse and body (`size`: the body's bytes). */
-const assemble = (
-  job: PrepareJob,
-  auth: Authenticated,
-  traceText: string,
-  parsed: ParsedMessage,
-  body: Buffer | { readonly blob: string },
-  size: number,
-): PreparedMessage => {
-  const traceBytes = Buffer.from(traceText, "utf8")
-  const columns = messageColumns(parsed, job.mailFrom)
   const { row, bytes } = encodeMessage(traceBytes, body, {
     size: traceBytes.length + size,
     at: new Date(job.at).toISOString(),

@@ -36,28 +36,15 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
       // takes no mail (or takes it on prepare threads) never needs; on PGlite that is the
       // difference between ~230 and ~250 MiB idle.
       // A failed load is tried again with the next message (this one's sender gets a 451 and retries).
-      /** Once loaded: the message prepared without waiting when it can be (`prepareKept`), else undefined. */
-      let kept: ((job: PrepareJob) => PreparedMessage | undefined) | undefined
       const load = loadOnce(() =>
-        Promise.all([import("./prepare.ts"), import("./verdicts.ts")]).then(([{ prepareKept, prepareMessage }, { makeVerdictMemo }]) => {
+        Promise.all([import("./prepare.ts"), import("./verdicts.ts")]).then(([{ prepareMessage }, { makeVerdictMemo }]) => {
           const verdicts = makeVerdictMemo<Authenticated>()
-          // Whatever it cannot do (it never should throw) is left to `prepareMessage`, which decides.
-          kept = (job) => {
-            try {
-              return prepareKept(job, verdicts)
-            } catch {
-              return undefined
-            }
-          }
           return (job: PrepareJob) => prepareMessage(job, resolver, verdicts)
         })
       )
       return MessagePreparer.of({
-        prepare: (job) => {
-          const ready = kept?.(job)
-          if (ready) return warnAuthFailure(ready)
-          return Effect.promise(() => load().then((prepare) => prepare(job))).pipe(Effect.flatMap(warnAuthFailure))
-        },
+        prepare: (job) =>
+          Effect.promise(() => load().then((prepare) => prepare(job))).pipe(Effect.flatMap(warnAuthFailure)),
       })
     }),
   )

@@ -12,12 +12,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { authenticate as mailauth } from "mailauth"
-import { type Authenticated, authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
-import { type KeptResolver, makeVerdictMemo } from "../../effects/ingest/verdicts.ts"
-import { type PreparedMessage, type PrepareJob, prepareKept, prepareMessage } from "../../effects/ingest/prepare.ts"
+import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
+import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
-import { quickParse } from "../../effects/ingest/mime.ts"
 import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
 import { bySize, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
 
@@ -329,55 +327,5 @@ describe("authentication of an unsigned message", () => {
     expect(unsignedHeaders(Buffer.from("Subject: crlf\r\n\r\nbody\n\nmore\n"))?.toString()).toBe("Subject: crlf\r\n\r\n")
     // A signature named in the body is no signature.
     expect(unsignedHeaders(Buffer.from("Subject: x\r\n\r\nDKIM-Signature: quoted in the body\r\n"))).toBeDefined()
-  })
-})
-
-describe("a message prepared without waiting (prepareKept)", () => {
-  const zone: Record<string, Array<Array<string>>> = {
-    "TXT sender.example": [["v=spf1 ip4:127.0.0.1 -all"]],
-    "TXT _dmarc.sender.example": [["v=DMARC1; p=none"]],
-  }
-  /** Answers that may be kept a minute: verdicts resting on them are kept. */
-  const keptResolver: KeptResolver = Object.assign(async (name: string, rrtype: string) => {
-    const records = zone[`${rrtype} ${name.toLowerCase()}`]
-    if (records) return records
-    throw Object.assign(new Error("no such record"), { code: "ENOTFOUND" })
-  }, { keptUntil: () => performance.now() + 60_000 })
-  const corpusDir = path.join(import.meta.dirname, "../../fixtures/mail/mail-gem")
-  const corpus = fs.readdirSync(corpusDir, { recursive: true, encoding: "utf8" })
-    .filter((f) => f !== "LICENSE" && fs.statSync(path.join(corpusDir, f)).isFile())
-    .sort()
-
-  it("is the very message prepareMessage makes, for every corpus message it takes, and it takes every unsigned one of a common shape", async () => {
-    const verdicts = makeVerdictMemo<Authenticated>()
-    let taken = 0
-    for (const file of corpus) {
-      const raw = fs.readFileSync(path.join(corpusDir, file))
-      // The first time the verdicts are not kept yet: nothing is prepared without waiting.
-      const first = prepareKept(job(raw, { mailFrom: `first-${file}@sender.example` }), verdicts)
-      expect(first, file).toBeUndefined()
-      const looked = await prepareMessage(job(raw), keptResolver, verdicts)
-      const kept = prepareKept(job(raw), verdicts)
-      // Taken exactly when nothing needs waiting for: unsigned (its verdicts now kept) and a shape the quick parse reads.
-      expect(kept !== undefined, file).toBe(unsignedHeaders(raw) !== undefined && quickParse(raw) !== undefined)
-      if (!kept) continue
-      taken++
-      expect(kept, file).toEqual(looked)
-    }
-    // The corpus is mostly odd mail (charsets, attachments, nesting); a third of it is the common shapes.
-    expect(taken).toBeGreaterThan(30)
-  })
-
-  it("leaves signed mail, a body for a blob file and a spooled message to prepareMessage", async () => {
-    const verdicts = makeVerdictMemo<Authenticated>()
-    await prepareMessage(job(plain), keptResolver, verdicts)
-    expect(prepareKept(job(plain), verdicts)).toBeDefined()
-    const signed = Buffer.from("DKIM-Signature: v=1; a=rsa-sha256; d=sender.example; s=mail; b=abc\r\n" + plain.toString())
-    await prepareMessage(job(signed), keptResolver, verdicts)
-    expect(prepareKept(job(signed), verdicts)).toBeUndefined()
-    expect(prepareKept(job(plain, { blob: { key: "k", path: path.join(os.tmpdir(), "never-written") } }), verdicts)).toBeUndefined()
-    expect(prepareKept(job(plain, { source: { _tag: "File", path: "/nonexistent", size: plain.length } }), verdicts)).toBeUndefined()
-    // Another client is another question: not kept yet.
-    expect(prepareKept(job(plain, { client: { ip: "::ffff:127.0.0.2", helo: "mail.sender.example", tls: null } }), verdicts)).toBeUndefined()
   })
 })
