@@ -73,12 +73,6 @@ interface Row {
 export interface RecipientsShape {
   readonly lookup: (recipient: string) => Effect.Effect<RecipientTarget, LookupError>
   /**
-   * `lookup`'s answer without a fiber, when a mailbox's route and its owner's balance are kept;
-   * undefined for anything else (a return path, a malformed or unknown recipient, a route to
-   * look up). The MX answers most RCPTs this way (src/smtp/mx.ts).
-   */
-  readonly kept: (recipient: string) => Exit.Exit<Mailbox, DomainSuspended> | undefined
-  /**
    * What a commit found under its locks: the balances it left, and the addresses it stored copies
    * for (so they still route); both are kept as if just looked up.
    */
@@ -120,7 +114,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
       /** The process's monotonic clock: a cache lifetime, not a business time (a TestClock must not stretch it). */
       const now = () => performance.now()
 
-      const answer = (recipient: string, localPart: string, domain: string, row: Row, balance: number): Exit.Exit<Mailbox, DomainSuspended> =>
+      const answer = (recipient: string, localPart: string, domain: string, row: Row, balance: number): Exit.Exit<Mailbox, LookupError> =>
         row.status === "suspended"
           ? Exit.fail(new DomainSuspended({ address: recipient, domain }))
           : Exit.succeed({
@@ -151,17 +145,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
         )
       )
 
-      const keptAnswer = (recipient: string): Exit.Exit<Mailbox, DomainSuspended> | undefined => {
-        if (bounces.isReturnPath(recipient)) return undefined
-        const parsed = parseRecipient(recipient)
-        if (!parsed) return undefined
-        const hit = kept.get(`${parsed.localPart}@${parsed.domain}`, now())
-        return hit && answer(recipient, parsed.localPart, parsed.domain, hit.row, hit.balance)
-      }
-
       const lookup = Effect.fnUntraced(function*(recipient: string) {
-        const hit = keptAnswer(recipient)
-        if (hit) return yield* hit
         if (bounces.isReturnPath(recipient)) {
           const named = yield* bounces.parseReturnPath(recipient).pipe(
             Effect.catchTag("InvalidReturnPath", () => Effect.fail(new UnknownRecipient({ address: recipient }))),
@@ -171,6 +155,8 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
         const parsed = parseRecipient(recipient)
         if (!parsed) return yield* new UnknownRecipient({ address: recipient })
         const { localPart, domain } = parsed
+        const hit = kept.get(`${localPart}@${domain}`, now())
+        if (hit) return yield* answer(recipient, localPart, domain, hit.row, hit.balance)
         return yield* Effect.request(Lookup({ recipient, localPart, domain }), resolver)
       })
 
@@ -178,7 +164,7 @@ export class Recipients extends Context.Service<Recipients, RecipientsShape>()("
         if (asOf === generation) kept.settle(settled, addressIds, now() + ROUTE_TTL_MS)
       }
 
-      return Recipients.of({ lookup, kept: keptAnswer, remember, version: () => generation })
+      return Recipients.of({ lookup, remember, version: () => generation })
     }),
   )
 }

@@ -29,7 +29,7 @@ import { freeBytes } from "../shared/free-bytes.ts"
 import { type AdmittedReturnPath, type AdmittedDestination, type Envelope, Reservations, returnPathKey } from "./admission.ts"
 import { inMemory, isMessageBytes, type MessageBytes } from "./bytes.ts"
 import { MessagePreparer } from "./preparer.ts"
-import { type Mailbox, Recipients } from "./recipients.ts"
+import { Recipients } from "./recipients.ts"
 import { pgSafe } from "./text.ts"
 import type { Prepared } from "./store.ts"
 import { IngestWriter } from "./writer.ts"
@@ -64,12 +64,6 @@ export interface IngestShape {
     recipient: string,
     envelope: Envelope,
   ) => Effect.Effect<Destination | AdmittedReturnPath, UnknownRecipient | DomainSuspended | InsufficientBalance | DbError>
-  /**
-   * `admit` without a fiber, when the recipient's route and balance are kept (Recipients.kept):
-   * the same rules, recording the same destination and hold. Undefined when it takes a lookup
-   * (then `admit` decides).
-   */
-  readonly admitKept: (recipient: string, envelope: Envelope) => Exit.Exit<Destination, DomainSuspended | InsufficientBalance> | undefined
   /** Ends an SMTP transaction: what it held is free again. */
   readonly release: (envelope: Envelope) => Effect.Effect<void>
   /**
@@ -100,25 +94,6 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
       let idSeq = 0
       const transactionId = () => idPrefix + ((idSeq++) >>> 0).toString(16).padStart(8, "0")
 
-      /** A mailbox's copy admitted into the envelope, if the wallet covers it on top of every hold. */
-      const admitMailbox = (recipient: string, { destination, balance }: Mailbox, envelope: Envelope): Exit.Exit<Destination, InsufficientBalance> => {
-        // The same address again (another spelling, a +tag) is the same copy: nothing more to pay.
-        if (envelope.destinations.has(destination.addressId)) return Exit.succeed(destination)
-        const free = balance - reservations.heldFor(destination.userId)
-        if (free < PRICE_PER_MESSAGE_TZS) {
-          return Exit.fail(
-            new InsufficientBalance({
-              message: "the account cannot pay for this message",
-              required_tzs: PRICE_PER_MESSAGE_TZS,
-              balance_tzs: Math.max(0, free),
-            }),
-          )
-        }
-        reservations.hold(envelope, destination.userId, PRICE_PER_MESSAGE_TZS)
-        envelope.destinations.set(destination.addressId, { ...destination, rcpt: recipient })
-        return Exit.succeed(destination)
-      }
-
       // The per-message steps are untraced (no span): a span with its stack trace per RCPT and per
       // message measured as a few percent of the MX's event loop; the SMTP server logs its errors.
       const admit = Effect.fnUntraced(function*(recipient: string, envelope: Envelope) {
@@ -129,13 +104,21 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           envelope.returnPaths.set(key, admitted)
           return admitted
         }
-        return yield* admitMailbox(recipient, target, envelope)
+        const { destination, balance } = target
+        // The same address again (another spelling, a +tag) is the same copy: nothing more to pay.
+        if (envelope.destinations.has(destination.addressId)) return destination
+        const free = balance - reservations.heldFor(destination.userId)
+        if (free < PRICE_PER_MESSAGE_TZS) {
+          return yield* new InsufficientBalance({
+            message: "the account cannot pay for this message",
+            required_tzs: PRICE_PER_MESSAGE_TZS,
+            balance_tzs: Math.max(0, free),
+          })
+        }
+        reservations.hold(envelope, destination.userId, PRICE_PER_MESSAGE_TZS)
+        envelope.destinations.set(destination.addressId, { ...destination, rcpt: recipient })
+        return destination
       })
-
-      const admitKept = (recipient: string, envelope: Envelope) => {
-        const kept = recipients.kept(recipient)
-        return kept && (Exit.isFailure(kept) ? Exit.failCause(kept.cause) : admitMailbox(recipient, kept.value, envelope))
-      }
 
       const release = (envelope: Envelope) => Effect.sync(() => reservations.release(envelope))
 
@@ -206,7 +189,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
         return stored.map((m) => m.id)
       })
 
-      return Ingest.of({ admit, admitKept, release, deliver })
+      return Ingest.of({ admit, release, deliver })
     }),
   )
 }

@@ -9,16 +9,14 @@
  * No AUTH here: an MX takes mail from anyone for our domains. STARTTLS is offered with the
  * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
  */
-import { Cause, Exit } from "effect"
 import { SMTPServer, type SMTPServerOptions } from "smtp-server"
-import { Ingest } from "../../effects/ingest/service.ts"
 import { isEmpty } from "../../effects/ingest/admission.ts"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
-import { smtpError, stepRunner } from "./common.ts"
+import { stepRunner } from "./common.ts"
 import { readMessage } from "./data.ts"
 import { commonServerOptions, listen, serverSessions } from "./server.ts"
-import { endTransaction, newSessionState, onMailFrom, onMessage, recipientKept, recipientLooked } from "./session.ts"
+import { endTransaction, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
 import type { AppRuntime } from "../layers.ts"
 
@@ -35,7 +33,6 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
   const sessions = serverSessions(runtime, settings, tls, newSessionState)
   const { stateOf } = sessions
   const run = stepRunner(runtime, "mx")
-  const ingest = runtime.runSync(Ingest.useSync((i) => i))
 
   const server = new SMTPServer({
     ...mxServerOptions(settings, tls),
@@ -50,11 +47,7 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
     },
 
     onRcptTo(address, session, callback) {
-      const state = stateOf(session)
-      // Most RCPTs name a busy address whose route is kept: answered here, without a fiber.
-      const kept = recipientKept(ingest, state, address.address)
-      if (kept) return callback(Exit.isSuccess(kept) ? null : smtpError(kept.cause.reasons.find(Cause.isFailReason)!.error))
-      run(recipientLooked(ingest, state, address.address), (err) => callback(err))
+      run(onRecipient(stateOf(session), address.address), (err) => callback(err))
     },
 
     onData(stream, session, callback) {

@@ -5,10 +5,9 @@
  * The reply table below is the one place where service errors become SMTP replies
  * (enhanced status codes per RFC 3463 lead the text).
  */
-import { Cause, Effect, Exit } from "effect"
-import type { Destination } from "../../effects/addresses/schema.ts"
+import { Effect } from "effect"
 import { type Envelope, newEnvelope } from "../../effects/ingest/admission.ts"
-import { type Delivery, Ingest, type IngestShape } from "../../effects/ingest/service.ts"
+import { type Delivery, Ingest } from "../../effects/ingest/service.ts"
 import { commonReply, reply, replyingWith, SmtpReply } from "./common.ts"
 
 export { SmtpReply }
@@ -48,30 +47,6 @@ export const endTransaction = (state: MxSessionState) => Ingest.use((ingest) => 
 /** MAIL FROM starts a transaction; whatever the previous one (if RSET) still held is let go. */
 export const onMailFrom = endTransaction
 
-/** A refusal at RCPT; 5xx ones count toward MAX_BAD_RECIPIENTS, and the one that reaches it closes. */
-const refused = (state: MxSessionState, failure: SmtpReply): SmtpReply =>
-  failure.code >= 500 && ++state.badRecipients >= MAX_BAD_RECIPIENTS ? reply(421, "4.7.0 Too many rejected recipients, closing connection") : failure
-
-/**
- * RCPT TO without a fiber, when the recipient's route and balance are kept (`Ingest.admitKept`):
- * what `onRecipient` would answer, or undefined when it takes a lookup. The MX tries this first:
- * most mail comes to a few busy addresses, and a fiber per RCPT cost the service 0.48 against
- * 0.45 ms of CPU per 2 KiB message over 20 reused sessions on PostgreSQL (five interleaved pairs,
- * bench/REPORT.md, MX ingest, twenty-second session).
- */
-export const recipientKept = (ingest: IngestShape, state: MxSessionState, recipient: string): Exit.Exit<Destination, SmtpReply> | undefined => {
-  const kept = ingest.admitKept(recipient, state.envelope)
-  if (!kept) return undefined
-  if (Exit.isSuccess(kept)) return Exit.succeed(kept.value)
-  const failure = kept.cause.reasons.find(Cause.isFailReason)
-  // Only refusals are answered from what is kept; anything else goes the way of a lookup.
-  return failure ? Exit.fail(refused(state, toReply(failure.error, recipient))) : undefined
-}
-
-/** RCPT TO by way of a lookup (`Ingest.admit`): what `recipientKept` leaves undecided. */
-export const recipientLooked = (ingest: IngestShape, state: MxSessionState, recipient: string) =>
-  replying(recipient)(ingest.admit(recipient, state.envelope)).pipe(Effect.mapError((failure) => refused(state, failure)))
-
 /**
  * RCPT TO: the recipient reaches an address and its owner can pay for one more copy, or it is a
  * valid VERP return path (free). Refusals with 5xx, a forged return path among them, count
@@ -79,7 +54,14 @@ export const recipientLooked = (ingest: IngestShape, state: MxSessionState, reci
  */
 export const onRecipient = Effect.fnUntraced(function*(state: MxSessionState, recipient: string) {
   const ingest = yield* Ingest
-  return yield* (recipientKept(ingest, state, recipient) ?? recipientLooked(ingest, state, recipient))
+  const admitted = yield* Effect.result(replying(recipient)(ingest.admit(recipient, state.envelope)))
+  if (admitted._tag === "Failure") {
+    if (admitted.failure.code >= 500 && ++state.badRecipients >= MAX_BAD_RECIPIENTS) {
+      return yield* reply(421, "4.7.0 Too many rejected recipients, closing connection")
+    }
+    return yield* admitted.failure
+  }
+  return admitted.success
 })
 
 /**
