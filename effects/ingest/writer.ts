@@ -5,7 +5,8 @@
  * their bytes (./store.ts), and only then answers each waiting session, so a 250 always means
  * committed.
  * While one commit runs the next batch gathers in the mailbox, so the batch grows with the load
- * and an idle server answers at once (group commit).
+ * and an idle server answers at once (group commit); on PGlite a batch of a few messages first
+ * waits 3 ms for company (`lingerFor`: each PGlite call's fixed cost is most of a small one's).
  *
  * A batch to addresses without follow-up work (no webhook, event endpoint, SMS rule or agent:
  * most mail) is one statement that is its own transaction (`commitAlone`); one that has such work
@@ -86,14 +87,30 @@ export interface IngestWriterShape {
   readonly submit: (prepared: Prepared) => Effect.Effect<ReadonlyArray<StoredMessage>, WriteError>
 }
 
+/**
+ * How long a small batch (under LINGER_BELOW messages) waits for company before it commits, by
+ * engine. A PGlite call's fixed cost is most of it for a few messages (bench/ingest-call.ts: 1.65
+ * ms a call at one message, 3.10 at three, 3.42 at eight), and under one message per connection
+ * the writer kept committing batches of one or two. Waiting 3 ms (four interleaved pairs each,
+ * bench/REPORT.md, MX ingest, twenty-second session): one message per connection 846 → 867
+ * msgs/s at 1.40 → 1.29 ms of CPU a message, every pair lower; 2 KiB over 20 reused sessions
+ * 1,231 → 1,316.5 msgs/s at 0.98 → 0.88 ms. A lone message on an idle PGlite server is answered
+ * 3 ms later. On PostgreSQL a 2 ms wait was slower (fifteenth session): none there.
+ */
+export const lingerFor = (dialect: DatabaseShape["dialect"]): number => (dialect === "pglite" ? 3 : 0)
+export const LINGER_BELOW = 4
+
 /** Made once: a schedule built per commit (its duration parsed each time) cost ~30 µs a batch. */
 const RETRY = Schedule.exponential("5 millis")
 
 /** SQLSTATEs worth another try of the same batch. */
 const transient = (e: DbError) => e.code === "40P01" || e.code === "40001"
 
-/** Builds a writer in the caller's scope: its fiber lives until the scope closes. */
-export const makeIngestWriter = Effect.gen(function*() {
+/**
+ * Builds a writer in the caller's scope: its fiber lives until the scope closes. `lingerMs`: how
+ * long a small batch waits for company (tests; else the engine's `lingerFor`).
+ */
+export const makeIngestWriter = (options: { readonly lingerMs?: number } = {}) => Effect.gen(function*() {
   const db = yield* Database
   const events = yield* MessageEvents
   const recipients = yield* Recipients
@@ -162,10 +179,29 @@ export const makeIngestWriter = Effect.gen(function*() {
       })),
     )
 
+  const lingerMs = options.lingerMs ?? lingerFor(db.dialect)
+  /** A small batch after `lingerMs`, with whatever came meanwhile added to it (up to BATCH_MAX). */
+  const withCompany = (jobs: Array<Job>) =>
+    Effect.andThen(
+      Effect.sleep(lingerMs),
+      Effect.sync(() => {
+        while (jobs.length < BATCH_MAX) {
+          const more = Queue.takeUnsafe(mailbox)
+          if (!more || !Exit.isSuccess(more)) break
+          jobs.push(more.value)
+        }
+        return jobs
+      }),
+    )
+
   yield* Effect.forkScoped(Effect.forever(
     Effect.gen(function*() {
       const jobs = yield* Queue.takeBetween(mailbox, 1, BATCH_MAX)
-      yield* Effect.forEach(bySize(jobs, bytesOf, batchBytes), (group) => write(group), { discard: true }).pipe(Effect.ensuring(settle(jobs)))
+      // Settled whatever happens from here, the wait for company included (it adds to `jobs`).
+      yield* (lingerMs > 0 && jobs.length < LINGER_BELOW ? withCompany(jobs) : Effect.succeed(jobs)).pipe(
+        Effect.flatMap((batch) => Effect.forEach(bySize(batch, bytesOf, batchBytes), (group) => write(group), { discard: true })),
+        Effect.ensuring(settle(jobs)),
+      )
     }),
   ))
   yield* Effect.addFinalizer(() =>
@@ -188,5 +224,5 @@ export const makeIngestWriter = Effect.gen(function*() {
 })
 
 export class IngestWriter extends Context.Service<IngestWriter, IngestWriterShape>()("app/IngestWriter") {
-  static readonly layer = Layer.effect(IngestWriter, makeIngestWriter)
+  static readonly layer = Layer.effect(IngestWriter, makeIngestWriter())
 }

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../effects/apikeys/service.ts"
 import { MessageEvents } from "../../effects/ingest/events.ts"
 import { commitAlone, commitBatch, type Prepared } from "../../effects/ingest/store.ts"
-import { batchBytesFor, bySize, IngestWriter, makeIngestWriter } from "../../effects/ingest/writer.ts"
+import { batchBytesFor, bySize, IngestWriter, LINGER_BELOW, lingerFor, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { WorkSignals } from "../../effects/ports/WorkSignals.ts"
 import { WEBHOOK_QUEUE } from "../../effects/webhooks/delivery.ts"
@@ -467,7 +467,7 @@ describe("the writer's memory", () => {
 const gatheredWhileHeld = (a: Awaited<ReturnType<typeof account>>, ready: ReadonlyArray<Prepared>) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* Database
-    const writer = yield* makeIngestWriter
+    const writer = yield* makeIngestWriter()
     const gate = yield* Deferred.make<void>()
     const holding = yield* Deferred.make<void>()
     const holder = yield* Effect.forkChild(db.transaction(Effect.gen(function*() {
@@ -496,6 +496,36 @@ describe("the writer's batches", () => {
     expect(statements.filter((s) => s.startsWith("SELECT ingest_batch"))).toHaveLength(2)
     expect(await countMessages(app, a.userId)).toBe(4)
     expect(await balance(app, a.userId)).toBe(1000 - 4 * 5)
+  })
+})
+
+describe("the writer's wait for company", () => {
+  /** Two messages through a writer of `lingerMs`, the second 40 ms after the first: the batch calls made. */
+  const twoApart = async (lingerMs: number) => {
+    const a = await account(1000)
+    const ready = await app.run(Effect.forEach([0, 1], (i) => prepared(plainMessage({ subject: `c${i}` }), [copyOf(a)])))
+    await startCounting()
+    await app.run(Effect.scoped(Effect.gen(function*() {
+      const writer = yield* makeIngestWriter({ lingerMs })
+      const first = yield* Effect.forkChild(writer.submit(ready[0]!))
+      yield* Effect.sleep("40 millis")
+      const second = yield* Effect.forkChild(writer.submit(ready[1]!))
+      yield* Fiber.join(first)
+      yield* Fiber.join(second)
+    })))
+    expect(await countMessages(app, a.userId)).toBe(2)
+    return statements.filter((s) => s.startsWith("SELECT ingest_batch")).length
+  }
+
+  it("lets a small batch wait for what comes meanwhile, then commits it together; without a wait, at once", async () => {
+    expect(await twoApart(400)).toBe(1)
+    expect(await twoApart(0)).toBe(2)
+  })
+
+  it("waits on PGlite only (a call's fixed cost there), below four messages", () => {
+    expect(lingerFor("pglite")).toBe(3)
+    expect(lingerFor("postgres")).toBe(0)
+    expect(LINGER_BELOW).toBe(4)
   })
 })
 
@@ -549,7 +579,7 @@ describe("the writer's one-statement commit", () => {
   it("stores mail to addresses without follow-up work in one statement, and never leaves a subscription's work out", async () => {
     const a = await account(1000)
     await app.run(Effect.scoped(Effect.gen(function*() {
-      const writer = yield* makeIngestWriter
+      const writer = yield* makeIngestWriter()
       // Nothing subscribed: the batch is one statement, no transaction and no second question.
       expect(yield* Effect.promise(() => submitted(a, writer))).toEqual(["SELECT ingest_batch_alone"])
 
