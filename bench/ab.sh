@@ -1,7 +1,9 @@
 #!/bin/bash
 # Interleaved A/B runs of one MX case: two checkouts (say the session's start and its head, as git
 # worktrees sharing one node_modules), alternated round by round, so a host that speeds up or
-# slows down mid-way weighs on both alike. On a noisy machine single runs differ by up to 40 % in
+# slows down mid-way weighs on both alike. Odd rounds run A first, even rounds B first: the second
+# run of a pair came out ~5 % faster whichever code it ran (bench/REPORT.md, MX ingest,
+# twenty-third session), so use an even number of rounds. On a noisy machine single runs differ by up to 40 % in
 # CPU per message (bench/REPORT.md, MX ingest, 2026-11-27 fourth session); compare medians of
 # pairs, never two single runs.
 #
@@ -18,7 +20,8 @@ dirA=$1 dirB=$2 engine=$3 case=$4 rounds=$5 envA=${6:-'{}'} envB=${7:-'{}'}
 logs=${AB_LOGS:-/tmp/ab-logs}
 mkdir -p "$logs"
 for r in $(seq 1 "$rounds"); do
-  for side in A B; do
+  if [ $((r % 2)) = 1 ]; then order="A B"; else order="B A"; fi
+  for side in $order; do
     if [ "$side" = A ]; then dir=$dirA env=$envA; else dir=$dirB env=$envB; fi
     log="$logs/$engine-$case-$side-$r-$(date +%s).log"
     (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS=1 \
