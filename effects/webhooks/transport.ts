@@ -40,6 +40,12 @@ export class WebhookTransport extends Context.Service<WebhookTransport, WebhookT
 export interface WebhookDeliveryOptions {
   /** Per attempt (SPEC.md: 10 s). Tests shorten it to exercise receivers that hang. */
   readonly timeout: Duration.Input
+  /**
+   * How often the worker claims due rows without being woken (default 2 s: rows of stopped
+   * instances, retries other instances scheduled). Tests lengthen it so that only a commit's
+   * handoff or wake-up can start a delivery in time.
+   */
+  readonly pollInterval?: Duration.Input
 }
 
 /** Tunables of webhook delivery; override with `Layer.succeed(WebhookDeliveryOptions, …)`. */
