@@ -3,9 +3,9 @@
 # worktrees sharing one node_modules), alternated round by round, so a host that speeds up or
 # slows down mid-way weighs on both alike. Odd rounds run A first, even rounds B first: the second
 # run of a pair came out ~5 % faster whichever code it ran (bench/REPORT.md, MX ingest,
-# twenty-third session), so use an even number of rounds. On a noisy machine single runs differ by up to 40 % in
-# CPU per message (bench/REPORT.md, MX ingest, 2026-11-27 fourth session); compare medians of
-# pairs, never two single runs.
+# twenty-third session), so use an even number of rounds. On a noisy machine single runs differ
+# by up to 40 % in CPU per message (bench/REPORT.md, MX ingest, 2026-11-27 fourth session);
+# compare medians of pairs, never two single runs.
 #
 #   bench/ab.sh DIR_A DIR_B ENGINE CASE ROUNDS [ENV_A_JSON] [ENV_B_JSON]
 #   git worktree add -f /tmp/base 7d32a05 && ln -s "$PWD/node_modules" /tmp/base/node_modules

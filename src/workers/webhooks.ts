@@ -26,7 +26,7 @@ const receiverQueue = <J>(name: string, table: string, attempt: DeliveryQueue<J>
     statuses: ["pending", "retrying"],
     lease: leaseFor(options.timeout),
     concurrency: 32,
-    ...(options.pollInterval === undefined ? {} : { pollInterval: options.pollInterval }),
+    pollInterval: options.pollInterval,
     attempt,
     handed,
   }))
