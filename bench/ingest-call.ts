@@ -15,6 +15,12 @@
  * A variant that returns early at a chosen statement, run against the whole function, gives
  * that statement's cost by difference; bench/REPORT.md (MX ingest, 2026-11-27 third session) has
  * what that showed.
+ *
+ * Two or more functions named in FN (a variant installed under another name by SQL) are called in
+ * turn, BLOCK calls each, ROUNDS calls each in all, and each gets its own line: the machine's
+ * drift then weighs on all of them alike, where runs one after another differed by ±20 %.
+ *
+ *   SQL=/tmp/old.sql FN=ingest_batch_bytes_old,ingest_batch_bytes ENGINE=postgres N=8 node bench/ingest-call.ts
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -31,7 +37,9 @@ import { preparedFor } from "../test/support/inbound-fixtures.ts"
 
 const N = Number(process.env.N ?? 10)
 const ROUNDS = Number(process.env.ROUNDS ?? 300)
-const FN = process.env.FN ?? "ingest_batch_alone"
+const FNS = (process.env.FN ?? "ingest_batch_alone").split(",")
+/** Calls of one function before the next one's turn (several FN). */
+const BLOCK = Number(process.env.BLOCK ?? 50)
 /** Accounts the batch's messages go to, in turn (one address each). */
 const ACCOUNTS = Number(process.env.ACCOUNTS ?? 1)
 
@@ -90,26 +98,36 @@ try {
   const batch = await Promise.all(Array.from({ length: N }, (_, i) => prepared(i)))
   for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await source.exec(fs.readFileSync(file, "utf8"))
 
-  const call = () => {
+  const call = (fn: string) => {
     const [json, bytes] = batchParameters(batch)
     const blob = ENGINE === "postgres" ? source.bytea(2, bytes) : byteaInBinary(2, bytes)
-    return source.query(`SELECT ${FN}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
+    return source.query(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
   }
-  for (let i = 0; i < 50; i++) await call()
-  const cpuBefore = cpuMs()
-  const started = performance.now()
-  for (let i = 0; i < ROUNDS; i++) await call()
-  const ms = (performance.now() - started) / ROUNDS
-  const cpu = cpuBefore === undefined ? undefined : (cpuMs()! - cpuBefore) / ROUNDS
-  console.log(JSON.stringify({
-    engine: ENGINE,
-    fn: FN,
-    messages: N,
-    accounts: ACCOUNTS,
-    msPerCall: Number(ms.toFixed(3)),
-    msPerMessage: Number((ms / N).toFixed(3)),
-    ...(cpu === undefined ? {} : { dbCpuMsPerCall: Number(cpu.toFixed(3)), dbCpuMsPerMessage: Number((cpu / N).toFixed(3)) }),
-  }))
+  for (const fn of FNS) for (let i = 0; i < 50; i++) await call(fn)
+  const spent = FNS.map(() => ({ ms: 0, cpu: 0 }))
+  const block = FNS.length > 1 ? BLOCK : ROUNDS
+  for (let done = 0; done < ROUNDS; done += block) {
+    for (const [k, fn] of FNS.entries()) {
+      const cpuBefore = cpuMs()
+      const started = performance.now()
+      for (let i = 0; i < Math.min(block, ROUNDS - done); i++) await call(fn)
+      spent[k]!.ms += performance.now() - started
+      if (cpuBefore !== undefined) spent[k]!.cpu += cpuMs()! - cpuBefore
+    }
+  }
+  for (const [k, fn] of FNS.entries()) {
+    const ms = spent[k]!.ms / ROUNDS
+    const cpu = ENGINE === "postgres" ? spent[k]!.cpu / ROUNDS : undefined
+    console.log(JSON.stringify({
+      engine: ENGINE,
+      fn,
+      messages: N,
+      accounts: ACCOUNTS,
+      msPerCall: Number(ms.toFixed(3)),
+      msPerMessage: Number((ms / N).toFixed(3)),
+      ...(cpu === undefined ? {} : { dbCpuMsPerCall: Number(cpu.toFixed(3)), dbCpuMsPerMessage: Number((cpu / N).toFixed(3)) }),
+    }))
+  }
 } finally {
   await close()
 }
