@@ -18,7 +18,7 @@ import { migrationsDir } from "../../src/db/migrate.ts"
 import { createAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import { preparedFor } from "../support/inbound-fixtures.ts"
-import { createAddress, fund, plainMessage, query } from "../support/inbound.ts"
+import { createAddress, fund, messageWithPdf, plainMessage, query } from "../support/inbound.ts"
 
 let app: TestApp
 beforeAll(async () => {
@@ -31,24 +31,7 @@ afterAll(() => app.stop())
 
 const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
-const withAttachment = [
-  "From: Asha <asha@sender.example>",
-  "Subject: Ankara",
-  "MIME-Version: 1.0",
-  'Content-Type: multipart/mixed; boundary="b"',
-  "",
-  "--b",
-  "Content-Type: text/plain; charset=utf-8",
-  "",
-  "Habari\r\nya leo",
-  "--b",
-  'Content-Type: application/pdf; name="a.pdf"',
-  "Content-Transfer-Encoding: base64",
-  "",
-  Buffer.from("%PDF-1.4 \u0000\u00ff").toString("base64"),
-  "--b--",
-  "",
-].join("\r\n")
+const withAttachment = messageWithPdf("Habari\r\nya leo")
 const html = plainMessage({ extra: "X-Test: html" }).replace("text/plain", "text/html").replace("Habari! This is a test.", "<p>Habari</p>")
 const bodies = [plainMessage({ body: "Habari\r\nza asubuhi" }), withAttachment, html]
 

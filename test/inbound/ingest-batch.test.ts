@@ -22,7 +22,7 @@ import { makeTestApp, type TestApp } from "../support/app.ts"
 import { loggedTestDatabase } from "../support/db.ts"
 import { parseMail } from "../../effects/ingest/mime.ts"
 import { preparedFor } from "../support/inbound-fixtures.ts"
-import { balance, countMessages, createAddress, fund, plainMessage, query } from "../support/inbound.ts"
+import { balance, countMessages, createAddress, fund, messageWithPdf, PDF_BASE64, plainMessage, query } from "../support/inbound.ts"
 
 /** Statements run through the Database port, by their first words. */
 const statements: Array<string> = []
@@ -53,25 +53,8 @@ const account = async (tzs: number) => {
   return { ...a, address }
 }
 
-const pdf = Buffer.from("%PDF-1.4 batch attachment \u0000\u00ff").toString("base64")
-const withAttachment = [
-  "From: Asha <asha@sender.example>",
-  "Subject: Ankara",
-  "MIME-Version: 1.0",
-  'Content-Type: multipart/mixed; boundary="b"',
-  "",
-  "--b",
-  "Content-Type: text/plain; charset=utf-8",
-  "",
-  "Habari",
-  "--b",
-  'Content-Type: application/pdf; name="a.pdf"',
-  "Content-Transfer-Encoding: base64",
-  "",
-  pdf,
-  "--b--",
-  "",
-].join("\r\n")
+const pdf = PDF_BASE64
+const withAttachment = messageWithPdf()
 
 /**
  * A message as the writer gets it (test/support/inbound-fixtures.ts). `subject` replaces the

@@ -69,3 +69,27 @@ export const plainMessage = (o: { from?: string; to?: string; subject?: string; 
     o.body ?? "Habari! This is a test.",
     "",
   ].join("\r\n")
+
+/** A PDF's bytes, base64, as `messageWithPdf` attaches them. */
+export const PDF_BASE64 = Buffer.from("%PDF-1.4 batch attachment \u0000\u00ff").toString("base64")
+
+/** A multipart message: a text part (`text`) and a PDF attachment (PDF_BASE64), CRLF line ends. */
+export const messageWithPdf = (text = "Habari") =>
+  [
+    "From: Asha <asha@sender.example>",
+    "Subject: Ankara",
+    "MIME-Version: 1.0",
+    'Content-Type: multipart/mixed; boundary="b"',
+    "",
+    "--b",
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    text,
+    "--b",
+    'Content-Type: application/pdf; name="a.pdf"',
+    "Content-Transfer-Encoding: base64",
+    "",
+    PDF_BASE64,
+    "--b--",
+    "",
+  ].join("\r\n")
