@@ -21,6 +21,14 @@
  * drift then weighs on all of them alike, where runs one after another differed by ±20 %.
  *
  *   SQL=/tmp/old.sql FN=ingest_batch_bytes_old,ingest_batch_bytes ENGINE=postgres N=8 node bench/ingest-call.ts
+ *
+ * Where a PostgreSQL backend's CPU goes in those calls (the server's exported functions resolve;
+ * bench/REPORT.md, MX ingest, twenty-sixth session, has what it showed):
+ *
+ *   ENGINE=postgres N=1 ROUNDS=6000 node bench/ingest-call.ts &
+ *   sleep 6; pid=$(psql -h 127.0.0.1 -U postgres -Atc "SELECT pid FROM pg_stat_activity WHERE datname LIKE 'bench_ingest_call%' ORDER BY backend_start DESC LIMIT 1")
+ *   perf record -F 2000 -g -p $pid -o /tmp/pg.data -- sleep 8
+ *   perf report -i /tmp/pg.data --children --sort symbol --stdio -g none | head -80
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
