@@ -3,8 +3,9 @@
  * installed beside the current one under another name, and the current one are given the same
  * random batches (several accounts and addresses, copies to addresses that do not route, balances
  * that run out part-way) from the same state, each in a transaction rolled back afterwards. Their
- * answers and every row they wrote (messages, MIME rows, ledger entries with the balance after
- * each, address counters, wallets) must be the same, ids aside. Migration 040 rewrote how the call
+ * answers and every row they wrote (messages, MIME rows and their parts, ledger entries with the
+ * balance after each, address counters, wallets) must be the same, ids aside; and the random
+ * batches must have reached every outcome (stored, refused for the balance, refused as unknown). Migration 040 rewrote how the call
  * works its admission out; this holds it to the same outcome.
  */
 import * as fs from "node:fs"
@@ -134,6 +135,7 @@ describe("ingest_batch_bytes against migration 039's", () => {
     const copies = accounts.flatMap((a) => a.addresses.map((d) => ({ id: d.id, userId: a.userId, email: d.email })))
     copies.push({ id: 2_000_000_000, userId: accounts[0]!.userId, email: "gone@inbox.localhost" })
     const addressIds = copies.map((c) => c.id)
+    const reached = new Set<string>()
 
     const message = fc.record({
       body: fc.nat({ max: bodies.length - 1 }),
@@ -153,9 +155,14 @@ describe("ingest_batch_bytes against migration 039's", () => {
           const before = await app.run(outcome("ingest_batch_bytes_039", batch, balances, addressIds))
           const now = await app.run(outcome("ingest_batch_bytes", batch, balances, addressIds))
           expect(now).toEqual(before)
+          const { answer } = now as { answer: { stored: Array<unknown>; refused: Array<{ reason: string }> } }
+          if (answer.stored.length > 0) reached.add("stored")
+          for (const r of answer.refused) reached.add(r.reason)
         },
       ),
       { numRuns: 40 },
     )
+    // Not a comparison of two empty answers: both kinds of refusal and stored copies came up.
+    expect([...reached].sort()).toEqual(["balance", "stored", "unknown"])
   })
 })
