@@ -6,8 +6,9 @@
  * a loopback DNS server, parsing, storing and charging 5 TZS per message.
  *
  * Reported per case: msgs/s, the ratio to the mean of the discarding peer's runs just before and
- * just after it (driven the same way: one smtp-source process per account), p99 end-of-DATA → 250
- * (one probe session riding along with the load), the service's CPU and peak RSS (VmHWM; with
+ * just after it (driven the same way: one smtp-source process per account, and the same probe
+ * session riding along with the load, from this process, its messages counted in neither rate),
+ * p99 end-of-DATA → 250 (that probe's), the service's CPU and peak RSS (VmHWM; with
  * WEB_CONCURRENCY the sum over the primary and its workers; PostgreSQL's own memory is not in it),
  * and separately accepted → webhook-received latency at 200 msgs/s.
  *
@@ -220,13 +221,18 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
   const messages = load.messages * (kind === "sink" ? 4 : 2)
   await smtpSource({ port: peer.port, recipients, ...warmup(load) })
   const cpu0 = cpuSeconds(peer.pid)
+  // The same probe session as beside the service (see there): the same extra session, the same
+  // client beside it on the same cores, its messages in neither rate.
+  const p = probe(peer.port, recipients[0]!, load.size)
   const seconds = await smtpSource({ port: peer.port, recipients, ...load, messages })
+  const probed = await p.stop()
   const rate = messages / seconds
   show({
     load: load.label,
     target: kind === "sink" ? "smtp-sink" : `smtp-server + mailparser (discard), ${when} ${accounts} account${accounts > 1 ? "s" : ""}`,
     msgsPerSecond: Math.round(rate),
-    cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / messages).toFixed(2)),
+    p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+    cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / (messages + probed)).toFixed(2)),
     rssMiB: peakRssMiB(peer.pid),
   })
   await peer.stop()
