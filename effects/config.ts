@@ -74,8 +74,7 @@ export interface Settings {
   /**
    * INGEST_LOOP_BYTES: where threads run, in-memory messages of at least this many bytes are
    * prepared on the event loop all the same (0: every in-memory message; spooled ones always go
-   * to a thread). Default: 65536; 0 with a PostgreSQL server on two cores or fewer
-   * (src/config.ts `defaultIngestLoopBytes`).
+   * to a thread). Default: 65536 (src/config.ts `LOOP_PREPARE_BYTES`).
    */
   readonly ingestLoopBytes: number
   /**

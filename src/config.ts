@@ -34,7 +34,7 @@ const optionalString = (name: string) =>
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
  * commits) and the rest prepare mail, at most 4; on two cores or fewer, one. It starts with the
  * first message sent its way, so the idle RSS does not pay for it; which messages go there is
- * `defaultIngestLoopBytes`'s.
+ * `LOOP_PREPARE_BYTES`'s.
  *
  * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
  * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
@@ -55,27 +55,21 @@ export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 1 :
  * against 374–377 MiB peak; on PostgreSQL with a thread 396–414 msgs/s at 285–306 MiB, against
  * 396–437 at 405–418 with every message on it. Parsing one on the loop takes it ~1 ms. Spooled
  * messages (over 1 MiB, read from their file) still go to a thread: several ms of parsing each.
+ *
+ * The same on every engine and core count. With a PostgreSQL server on two cores it was 0 (every
+ * in-memory message on the loop) from 2026-11-28 to 2026-11-29: the thirteenth session measured
+ * the thread's round trip at ~0.9 ms of waiting for ~0.06 ms of work, 20 reused sessions +7 % on
+ * the loop and one message per connection −4 %, and the reused line was the one short of its
+ * target. On the twenty-seventh session's machine, with the bench's peer driven like the service,
+ * the reused line had the margin (median 0.61 of the peer) and one message per connection little
+ * (0.83). The thread against the loop there, interleaved pairs: one message per connection +5 %
+ * and +15 % (sets of eight and six, in both orders), +6 % with 20 accounts (four pairs); 20 reused
+ * sessions −1 % and −7 %, −1 % with 20 accounts; ~40 MiB more peak RSS once the thread runs
+ * (bench/REPORT.md, MX ingest). Mail from many senders mostly reaches an MX one message per
+ * connection. On PGlite four pairs had shown no gain from the loop. Large mail stays on the loop
+ * either way (above): under 100 KiB mail the thread never starts.
  */
 export const LOOP_PREPARE_BYTES = 64 * 1024
-
-/**
- * INGEST_LOOP_BYTES when not set: in-memory messages of this size or more are prepared on the
- * event loop even where threads run (`LOOP_PREPARE_BYTES`, 64 KiB: on a thread they cost more CPU
- * and memory than they saved). With a PostgreSQL server on two cores or fewer, 0: every message
- * held in memory is prepared on the loop and the thread takes only spooled ones (over 1 MiB,
- * several ms of parsing each, which would stall every session).
- *
- * On such a machine (bench/REPORT.md, MX ingest, 2026-11-28 thirteenth session) the thread's round
- * trip cost a 2 KiB message ~0.9 ms of waiting (a third busy thread on two cores) for ~0.06 ms of
- * work, in a reused session's ~6.6 ms round. On the loop: 20 reused sessions +7 % (eight
- * interleaved pairs, every one faster; 20 accounts +1/+13/+15 %) at ~60 MiB less peak RSS (the
- * thread never starts), one message per connection −4 % (eight pairs; 20 accounts −3 to −5 %).
- * Reused sessions are the case short of its target (0.5 of the peer), one per connection has
- * margin (0.8). The third session's machine had shown the opposite balance (above). On PGlite,
- * four pairs showed no gain: 64 KiB there.
- */
-export const defaultIngestLoopBytes = (cores: number, engine: DatabaseShape["dialect"]): number =>
-  cores <= 2 && engine === "postgres" ? 0 : LOOP_PREPARE_BYTES
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
@@ -205,7 +199,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_THREADS: expected 0 (on the event loop) to 64" })
     }
     const engine: DatabaseShape["dialect"] = Option.isNone(r.databaseUrl) ? "pglite" : "postgres"
-    const ingestLoopBytes = Option.getOrElse(r.ingestLoopBytes, () => defaultIngestLoopBytes(os.availableParallelism(), engine))
+    const ingestLoopBytes = Option.getOrElse(r.ingestLoopBytes, () => LOOP_PREPARE_BYTES)
     if (ingestLoopBytes < 0) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_LOOP_BYTES: expected 0 (every in-memory message on the event loop) or a size in bytes" })
     }
