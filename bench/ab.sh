@@ -12,7 +12,7 @@
 #   bench/ab.sh /tmp/base . postgres large 4
 #   bench/ab.sh . . pglite reuse 3 '{}' '{"INGEST_THREADS":"0"}'
 #
-# ENGINE: pglite | postgres; CASE: reuse | once | large (bench/mx.ts); one account, no peers.
+# ENGINE: pglite | postgres; CASE: reuse | once | large (bench/mx.ts); one account (AB_ACCOUNTS=20: twenty), no peers.
 # Prints one line per run, then the medians per side; each run's whole output is kept in $AB_LOGS
 # (default /tmp/ab-logs).
 set -u
@@ -24,7 +24,7 @@ for r in $(seq 1 "$rounds"); do
   for side in $order; do
     if [ "$side" = A ]; then dir=$dirA env=$envA; else dir=$dirB env=$envB; fi
     log="$logs/$engine-$case-$side-$r-$(date +%s).log"
-    (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS=1 \
+    (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS="${AB_ACCOUNTS:-1}" \
       timeout 600 npm run bench -- mx >"$log" 2>&1)
     result=$(grep '^{"load' "$log")
     if [ -n "$result" ]; then
