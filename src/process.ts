@@ -23,8 +23,18 @@ const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
  * PGlite's WebAssembly on V8's baseline compiler only (see `engineFlags`). The test processes
  * run with these too (vitest.config.ts): every test file's process compiled PGlite's module
  * again, and tiering it up was a quarter of the CPU of a PGlite test (`perf`, 2026-11-28).
+ *
+ * `--no-wasm-inlining`: with no optimising tier, nothing is ever inlined, yet the baseline code
+ * still gathered call feedback for it: each call of a PGlite function went through a frame-setup
+ * builtin (`Builtins_WasmLiftoffFrameSetup`, 5.6 % of PGlite's thread under inbound mail, `perf`).
+ * Without it the MX's batch call is 7–14 % faster (bench/ingest-call.ts, alternated runs:
+ * 3 messages 1.94–2.11 → 1.70–1.80 ms, 30 messages 7.9–8.2 → 7.0–7.1; bench/REPORT.md, MX ingest,
+ * thirtieth session). Given only while the optimising tier is off (`flagsToAdd`).
  */
-export const WASM_BASELINE_ONLY = ["--no-wasm-tier-up", "--no-wasm-dynamic-tiering"]
+export const WASM_BASELINE_ONLY = ["--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--no-wasm-inlining"]
+
+/** Flags that turn the optimising tier on; with either, its inlining is left as V8 has it. */
+const OPTIMISING_TIER = new Set(["wasm-tier-up", "wasm-dynamic-tiering"])
 
 /**
  * V8 flags by engine (bench/REPORT.md has the measurements).
@@ -70,8 +80,10 @@ const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("
 
 /** The engine's flags that `given` (the process's own flags and NODE_OPTIONS) does not already set, either way. */
 export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.env.DATABASE_URL): Array<string> => {
-  const named = new Set(given.filter((g) => g.startsWith("--")).map(flagName))
-  return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)))
+  const flags = given.filter((g) => g.startsWith("--"))
+  const named = new Set(flags.map(flagName))
+  const optimising = flags.some((g) => OPTIMISING_TIER.has(flagName(g)) && !g.startsWith("--no-") && !/=(false|0)$/.test(g))
+  return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)) && !(optimising && flagName(f) === "wasm-inlining"))
 }
 
 /**

@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest"
 import { engineFlags, flagsToAdd, mallocTuning } from "../../src/process.ts"
 
 describe("engineFlags", () => {
-  it("keeps PGlite lean (small young generation, WebAssembly never tiered up, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight", () => {
-    const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=50"]
+  it("keeps PGlite lean (small young generation, WebAssembly never tiered up nor gathering feedback for it, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight", () => {
+    const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--no-wasm-inlining", "--heap-growing-percent=50"]
     expect(engineFlags(undefined)).toEqual(pglite)
     expect(engineFlags("")).toEqual(pglite)
     expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=8"])
@@ -14,9 +14,13 @@ describe("engineFlags", () => {
 
   it("leaves alone a flag the operator gave, in either polarity and spelling", () => {
     expect(flagsToAdd([], undefined)).toEqual(engineFlags(undefined))
-    expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
-    expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "--heap_growing_percent=0"], undefined)).toEqual(["--max-semi-space-size=4"])
+    expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "--heap_growing_percent=0"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-inlining"])
+    expect(flagsToAdd(["--wasm-inlining"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
     expect(flagsToAdd(["--max-semi-space-size=8", "src/main.ts", ""], "postgres://db/mail")).toEqual([])
+    // An operator who turns the optimising tier on keeps its inlining.
+    expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
+    expect(flagsToAdd(["--wasm_dynamic_tiering"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-tier-up", "--heap-growing-percent=50"])
+    expect(flagsToAdd(["--wasm-tier-up=false"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-dynamic-tiering", "--no-wasm-inlining", "--heap-growing-percent=50"])
     // A similar-looking flag is another flag.
     expect(flagsToAdd(["--wasm-tier-up-filter=3"], undefined)).toEqual(engineFlags(undefined))
   })
