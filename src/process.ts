@@ -82,7 +82,8 @@ const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("
 export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.env.DATABASE_URL): Array<string> => {
   const flags = given.filter((g) => g.startsWith("--"))
   const named = new Set(flags.map(flagName))
-  const optimising = flags.some((g) => OPTIMISING_TIER.has(flagName(g)) && !g.startsWith("--no-") && !/=(false|0)$/.test(g))
+  // V8 takes a boolean flag only as `--flag` or `--no-flag`.
+  const optimising = flags.some((g) => !g.startsWith("--no-") && OPTIMISING_TIER.has(flagName(g)))
   return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)) && !(optimising && flagName(f) === "wasm-inlining"))
 }
 

@@ -20,7 +20,7 @@ describe("engineFlags", () => {
     // An operator who turns the optimising tier on keeps its inlining.
     expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
     expect(flagsToAdd(["--wasm_dynamic_tiering"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-tier-up", "--heap-growing-percent=50"])
-    expect(flagsToAdd(["--wasm-tier-up=false"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-dynamic-tiering", "--no-wasm-inlining", "--heap-growing-percent=50"])
+    expect(flagsToAdd(["--no-wasm-tier-up"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-dynamic-tiering", "--no-wasm-inlining", "--heap-growing-percent=50"])
     // A similar-looking flag is another flag.
     expect(flagsToAdd(["--wasm-tier-up-filter=3"], undefined)).toEqual(engineFlags(undefined))
   })
