@@ -52,7 +52,11 @@ export const purgeMessages = (chosen: string, params: ReadonlyArray<unknown>) =>
          SELECT count(*)::int8 AS deleted FROM gone`,
         [ids(messages.map((m) => m.id))],
       )
-      yield* db.query("DELETE FROM inbound_mime WHERE message_refs <= 0")
+      // A MIME row no copy refers to; the second condition is the check a foreign key made
+      // before migration 041 (a count gone wrong must never take a stored message's bytes).
+      yield* db.query(
+        "DELETE FROM inbound_mime m WHERE m.message_refs <= 0 AND NOT EXISTS (SELECT 1 FROM inbound_messages c WHERE c.mime_id = m.id)",
+      )
       return row?.deleted ?? 0
     }))
   })
