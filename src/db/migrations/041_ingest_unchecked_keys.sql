@@ -18,20 +18,15 @@ ALTER TABLE inbound_messages
   DROP CONSTRAINT inbound_messages_mime_id_fkey;
 ALTER TABLE inbound_mime DROP CONSTRAINT inbound_mime_user_id_fkey;
 
-CREATE FUNCTION inbound_address_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A cascade as a trigger: deletes the rows of TG_ARGV[0] whose column TG_ARGV[1] names the
+-- deleted row (as ON DELETE CASCADE did, without a check on every insert).
+CREATE FUNCTION delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  DELETE FROM inbound_messages WHERE address_id = OLD.id;
+  EXECUTE format('DELETE FROM %I WHERE %I = $1', TG_ARGV[0], TG_ARGV[1]) USING OLD.id;
   RETURN NULL;
 END
 $$;
 CREATE TRIGGER inbound_addresses_delete_messages AFTER DELETE ON inbound_addresses
-  FOR EACH ROW EXECUTE FUNCTION inbound_address_deleted();
-
-CREATE FUNCTION user_deleted_inbound_mime() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  DELETE FROM inbound_mime WHERE user_id = OLD.id;
-  RETURN NULL;
-END
-$$;
+  FOR EACH ROW EXECUTE FUNCTION delete_children('inbound_messages', 'address_id');
 CREATE TRIGGER users_delete_inbound_mime AFTER DELETE ON users
-  FOR EACH ROW EXECUTE FUNCTION user_deleted_inbound_mime();
+  FOR EACH ROW EXECUTE FUNCTION delete_children('inbound_mime', 'user_id');
