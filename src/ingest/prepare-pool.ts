@@ -5,7 +5,8 @@
  * that also served every session; see bench/REPORT.md "MX ingest".
  *
  * - A job goes to the thread with the fewest jobs in flight; in-memory bytes are transferred
- *   (never copied again), a spooled message travels as its file's path.
+ *   (never copied again), a spooled message travels as its file's path. The jobs of one turn of
+ *   the event loop go to a thread in one post (./turn-posts.ts).
  * - The threads start on the first message (a process or a test that takes no mail never pays for
  *   them) and stop with the runtime's scope.
  * - Their DNS questions are answered here, through the Dns port and its TTL cache; a thread keeps
@@ -21,6 +22,7 @@ import { MessagePreparer, type MessagePreparerShape, warnAuthFailure } from "../
 import { Dns } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../config.ts"
 import { siblingModule } from "../module-url.ts"
+import { turnPosts, type TurnPosts } from "./turn-posts.ts"
 
 type Outcome =
   | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
@@ -32,6 +34,8 @@ type Resume = (effect: Effect.Effect<PreparedMessage>) => void
 interface Thread {
   readonly worker: Worker
   readonly jobs: Map<number, Resume>
+  /** Jobs go in one post per turn of the event loop (./turn-posts.ts). */
+  readonly posts: TurnPosts<{ readonly id: number; readonly job: PrepareJob }>
 }
 
 const WORKER_URL = siblingModule("./prepare-worker.ts", import.meta.url)
@@ -65,13 +69,15 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       const lose = (thread: Thread, reason: unknown) => {
         const at = pool.indexOf(thread)
         if (at >= 0) pool.splice(at, 1)
+        thread.posts.clear()
         for (const resume of thread.jobs.values()) resume(Effect.die(reason))
         thread.jobs.clear()
       }
 
       const spawn = (): Thread => {
         const worker = new Worker(workerUrl)
-        const thread: Thread = { worker, jobs: new Map() }
+        const posts = turnPosts<{ readonly id: number; readonly job: PrepareJob }>((jobs, transfer) => worker.postMessage({ t: "jobs", jobs }, transfer))
+        const thread: Thread = { worker, jobs: new Map(), posts }
         worker.on("message", (m: Outcome | Question) => {
           if (m.t === "dns") return void answer(thread, m)
           const resume = thread.jobs.get(m.id)
@@ -111,8 +117,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
           const thread = pick()
           const id = nextId++
           thread.jobs.set(id, resume)
-          const transfer = job.source._tag === "Memory" ? [job.source.bytes.buffer as ArrayBuffer] : []
-          thread.worker.postMessage({ t: "job", id, job }, transfer)
+          thread.posts.send({ id, job }, job.source._tag === "Memory" ? [job.source.bytes.buffer as ArrayBuffer] : [])
           // Interrupted (shutdown): the answer, when it comes, goes nowhere.
           return Effect.sync(() => void thread.jobs.delete(id))
         })

@@ -5,7 +5,7 @@
  * answers are kept here for as long as that cache said they may be; so are the verdicts of
  * unsigned mail that rest on them (effects/ingest/verdicts.ts).
  *
- * Messages on the port: in  {t: "job", id, job} | {t: "dns", q, ok, records | code, message}
+ * Messages on the port: in  {t: "jobs", jobs: [{id, job}]} | {t: "dns", q, ok, records | code, message}
  *                       out {t: "done", id, ok, value | message} | {t: "dns", q, name, rrtype}
  *                       (a dns answer also carries keepMs)
  */
@@ -79,7 +79,7 @@ const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING
 )
 
 type Incoming =
-  | { readonly t: "job"; readonly id: number; readonly job: PrepareJob }
+  | { readonly t: "jobs"; readonly jobs: ReadonlyArray<{ readonly id: number; readonly job: PrepareJob }> }
   | ({ readonly t: "dns"; readonly q: number; readonly keepMs: number } & Answer)
 
 port.on("message", (m: Incoming) => {
@@ -95,5 +95,5 @@ port.on("message", (m: Incoming) => {
     }
     return settle(m, waiting.resolve, waiting.reject)
   }
-  jobs.add({ id: m.id, job: m.job })
+  for (const job of m.jobs) jobs.add(job)
 })

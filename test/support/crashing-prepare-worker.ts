@@ -5,7 +5,7 @@
  */
 import { parentPort } from "node:worker_threads"
 
-parentPort!.on("message", (m: { t: string; job?: { mailFrom: string } }) => {
-  if (m.t === "job" && m.job?.mailFrom === "crash@sender.example") process.exit(3)
+parentPort!.on("message", (m: { t: string; jobs?: ReadonlyArray<{ job: { mailFrom: string } }> }) => {
+  if (m.t === "jobs" && m.jobs?.some((j) => j.job.mailFrom === "crash@sender.example")) process.exit(3)
 })
 await import("../../src/ingest/prepare-worker.ts")
