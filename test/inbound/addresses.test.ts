@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createAccount } from "../support/accounts.ts"
 import { sendRaw } from "../support/smtp-client.ts"
-import { countMessages, createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp } from "../support/inbound.ts"
+import { countMessages, createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp, unique } from "../support/inbound.ts"
 
 let app: InboundTestApp
 beforeAll(async () => {
@@ -10,7 +10,6 @@ beforeAll(async () => {
 afterAll(() => app.stop())
 
 const post = (apiKey: string, body: unknown) => app.api.call("POST", "/api/inbound/addresses", { token: apiKey, body })
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
 describe("POST /api/inbound/addresses", () => {
   it("creates an address on the platform domain with the InboundAddress fields", async () => {

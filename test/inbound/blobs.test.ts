@@ -21,7 +21,7 @@ import { createAccount } from "../support/accounts.ts"
 import { makeTestApp } from "../support/app.ts"
 import { startDnsServer, zoneFixture } from "../support/dns-server.ts"
 import { restartableDatabase } from "../support/restartable-db.ts"
-import { createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp } from "../support/inbound.ts"
+import { createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp, unique } from "../support/inbound.ts"
 import { sendRaw } from "../support/smtp-client.ts"
 
 const MIN = 64 * 1024
@@ -33,7 +33,6 @@ beforeAll(async () => {
 })
 afterAll(() => app.stop())
 
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
 /** Every blob file's key. */
 const files = (): Array<string> =>

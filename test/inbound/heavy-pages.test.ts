@@ -8,7 +8,7 @@ import { CHUNK_BODY_BYTES, INLINE_BODY_BYTES } from "../../effects/shared/heavy-
 import { InboundMessages } from "../../effects/messages/service.ts"
 import { purgeMessages } from "../../effects/messages/purge.ts"
 import { createAccount } from "../support/accounts.ts"
-import { createAddress, type InboundTestApp, query, startInboundApp } from "../support/inbound.ts"
+import { createAddress, type InboundTestApp, query, startInboundApp, unique } from "../support/inbound.ts"
 import { type MessageInput, storeMessage as insert } from "../support/inbound-fixtures.ts"
 
 let app: InboundTestApp
@@ -17,7 +17,6 @@ beforeAll(async () => {
 })
 afterAll(() => app.stop())
 
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
 /** A body of `bytes` characters that differs from every other (so a swapped body shows). */
 const body = (tag: string, bytes: number) => (tag + " ").padEnd(bytes, tag.slice(-1))

@@ -19,7 +19,7 @@ import { migrationsDir } from "../../src/db/migrate.ts"
 import { createAccount } from "../support/accounts.ts"
 import { makeTestApp, type TestApp } from "../support/app.ts"
 import { preparedFor } from "../support/inbound-fixtures.ts"
-import { createAddress, fund, messageWithPdf, plainMessage, query } from "../support/inbound.ts"
+import { createAddress, fund, messageWithPdf, plainMessage, query, unique } from "../support/inbound.ts"
 
 let app: TestApp
 beforeAll(async () => {
@@ -30,7 +30,6 @@ beforeAll(async () => {
 })
 afterAll(() => app.stop())
 
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
 const withAttachment = messageWithPdf("Habari\r\nya leo")
 const html = plainMessage({ extra: "X-Test: html" }).replace("text/plain", "text/html").replace("Habari! This is a test.", "<p>Habari</p>")

@@ -22,7 +22,7 @@ import { makeTestApp, type TestApp } from "../support/app.ts"
 import { loggedTestDatabase } from "../support/db.ts"
 import { parseMail } from "../../effects/ingest/mime.ts"
 import { preparedFor } from "../support/inbound-fixtures.ts"
-import { balance, countMessages, createAddress, fund, messageWithPdf, PDF_BASE64, plainMessage, query } from "../support/inbound.ts"
+import { balance, countMessages, createAddress, fund, messageWithPdf, PDF_BASE64, plainMessage, query, unique } from "../support/inbound.ts"
 
 /** Statements run through the Database port, by their first words. */
 const statements: Array<string> = []
@@ -32,7 +32,6 @@ beforeAll(async () => {
 })
 afterAll(() => app.stop())
 
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 
 /**
  * Writes the API key use the setup's HTTP calls noted (listing keys writes it first): its periodic

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createAccount } from "../support/accounts.ts"
 import { connectSmtp, transaction } from "../support/smtp-client.ts"
-import { balance, createAddress, fund, type InboundTestApp, plainMessage, startInboundApp } from "../support/inbound.ts"
+import { balance, createAddress, fund, type InboundTestApp, plainMessage, startInboundApp, unique } from "../support/inbound.ts"
 
 let app: InboundTestApp
 beforeAll(async () => {
@@ -9,7 +9,6 @@ beforeAll(async () => {
 })
 afterAll(() => app.stop())
 
-const unique = (p: string) => `${p}-${Math.random().toString(16).slice(2, 8)}`
 const get = (path: string, token: string) => app.api.call("GET", path, { token })
 
 /** Sends `subjects.length` messages to `to` on one SMTP session; returns the stored ids in order. */

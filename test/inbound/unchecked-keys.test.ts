@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeMessages } from "../../effects/messages/purge.ts"
 import { createAccount } from "../support/accounts.ts"
-import { createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp } from "../support/inbound.ts"
+import { countMessages, createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp, unique } from "../support/inbound.ts"
 import { sendRaw } from "../support/smtp-client.ts"
 
 let app: InboundTestApp
@@ -16,8 +16,6 @@ beforeAll(async () => {
   app = await startInboundApp()
 })
 afterAll(() => app.stop())
-
-const unique = (prefix: string) => `${prefix}-${Math.random().toString(16).slice(2, 8)}`
 
 /** An account with `addresses` funded addresses, each sent `each` messages over SMTP. */
 const mailbox = async (addresses: number, each: number) => {
@@ -40,7 +38,7 @@ const count = async (sql: string, params: ReadonlyArray<unknown>) => Number((awa
 describe("received mail's rows without foreign key checks", () => {
   it("name an address, an owner and a MIME row that exist", async () => {
     const { account } = await mailbox(2, 2)
-    expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE user_id = $1", [account.userId])).toBe(4)
+    expect(await countMessages(app.api, account.userId)).toBe(4)
     const orphans = await count(
       `SELECT count(*)::int8 AS n
          FROM inbound_messages c
@@ -58,17 +56,17 @@ describe("received mail's rows without foreign key checks", () => {
     await query(app.api, "DELETE FROM inbound_addresses WHERE id = $1", [boxes[0]!.id])
     expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE address_id = $1", [boxes[0]!.id])).toBe(0)
     expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE address_id = $1", [boxes[1]!.id])).toBe(2)
-    expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE user_id = $1", [account.userId])).toBe(2)
+    expect(await countMessages(app.api, account.userId)).toBe(2)
   })
 
   it("go with their account, MIME rows and all", async () => {
     const { account } = await mailbox(2, 1)
     const other = await mailbox(1, 1)
     await query(app.api, "DELETE FROM users WHERE id = $1", [account.userId])
-    expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE user_id = $1", [account.userId])).toBe(0)
+    expect(await countMessages(app.api, account.userId)).toBe(0)
     expect(await count("SELECT count(*)::int8 AS n FROM inbound_mime WHERE user_id = $1", [account.userId])).toBe(0)
     expect(await count("SELECT count(*)::int8 AS n FROM inbound_addresses WHERE user_id = $1", [account.userId])).toBe(0)
-    expect(await count("SELECT count(*)::int8 AS n FROM inbound_messages WHERE user_id = $1", [other.account.userId])).toBe(1)
+    expect(await countMessages(app.api, other.account.userId)).toBe(1)
     expect(await count("SELECT count(*)::int8 AS n FROM inbound_mime WHERE user_id = $1", [other.account.userId])).toBe(1)
   })
 

@@ -46,6 +46,9 @@ export const createAddress = async (api: TestApp, apiKey: string, local_part: st
   return r.body.data as { id: number; email: string; local_part: string; domain_id: number | null; retention_days: number }
 }
 
+/** A name no other test uses (local parts, labels): `prefix-` and six hex digits. */
+export const unique = (prefix: string) => `${prefix}-${Math.random().toString(16).slice(2, 8)}`
+
 export const query = <T = Record<string, unknown>>(api: TestApp, sql: string, params: ReadonlyArray<unknown> = []) =>
   api.run(Database.use((db) => db.query<T>(sql, params)))
 
