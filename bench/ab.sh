@@ -11,6 +11,7 @@
 #   git worktree add -f /tmp/base 7d32a05 && ln -s "$PWD/node_modules" /tmp/base/node_modules
 #   bench/ab.sh /tmp/base . postgres large 4
 #   bench/ab.sh . . pglite reuse 3 '{}' '{"INGEST_THREADS":"0"}'
+#   AB_FLAGS_B=--single-threaded-gc bench/ab.sh . . postgres reuse 8   # node flags per side (BENCH_NODE_FLAGS)
 #
 # ENGINE: pglite | postgres; CASE: reuse | once | large (bench/mx.ts); one account (AB_ACCOUNTS=20: twenty), no peers.
 # Prints one line per run, then the medians per side; each run's whole output is kept in $AB_LOGS
@@ -22,9 +23,9 @@ mkdir -p "$logs"
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then order="A B"; else order="B A"; fi
   for side in $order; do
-    if [ "$side" = A ]; then dir=$dirA env=$envA; else dir=$dirB env=$envB; fi
+    if [ "$side" = A ]; then dir=$dirA env=$envA flags=${AB_FLAGS_A:-}; else dir=$dirB env=$envB flags=${AB_FLAGS_B:-}; fi
     log="$logs/$engine-$case-$side-$r-$(date +%s).log"
-    (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS="${AB_ACCOUNTS:-1}" \
+    (cd "$dir" && BENCH_SERVICE_ENV="$env" BENCH_NODE_FLAGS="$flags" BENCH_PEERS=0 BENCH_ENGINES="$engine" BENCH_CASES="$case" BENCH_ACCOUNTS="${AB_ACCOUNTS:-1}" \
       timeout 600 npm run bench -- mx >"$log" 2>&1)
     result=$(grep '^{"load' "$log")
     if [ -n "$result" ]; then
