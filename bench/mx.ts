@@ -19,6 +19,7 @@
  *   BENCH_PROFILE=/tmp/prof npm run bench -- mx  # the service runs with --cpu-prof into that directory
  *   BENCH_ACCOUNTS=1 BENCH_PEERS=0 BENCH_SERVICE_LOG=1  # one account count, no peers, print the service output
  *   BENCH_NODE_FLAGS="--max-semi-space-size=4"        # node/V8 flags for the service process
+ *   BENCH_RUNTIME=deno                                # the service on Deno 2 (`deno run -A src/main.ts`) instead of Node
  *   BENCH_SERVICE_LOG_FILE=/tmp/svc.log               # all the service's output to a file (BENCH_SERVICE_LOG keeps a tail)
  *   BENCH_SEED_SQL="DROP INDEX …"                     # one statement run on the service's database after seeding
  *                                             # (measurement only: what a dropped index, foreign key or function variant is worth)
@@ -137,7 +138,10 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
 
   const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
   const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []
-  const proc = run(process.execPath, [...flags, ...profile, path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")], env, SERVICE_LOG_FILE)
+  const entry = path.resolve(root, process.env.BENCH_ENTRY ?? "src/main.ts")
+  const proc = process.env.BENCH_RUNTIME === "deno"
+    ? run(path.join(root, "node_modules/deno/deno"), ["run", "-A", ...flags, entry], env, SERVICE_LOG_FILE)
+    : run(process.execPath, [...flags, ...profile, entry], env, SERVICE_LOG_FILE)
   await waitUntil(async () => {
     if (proc.child.exitCode !== null) throw new Error(`the service exited: ${proc.output()}`)
     return fetch(`http://127.0.0.1:${httpPort}/readyz`).then((r) => r.ok, () => false)

@@ -14,7 +14,7 @@
  * If the thread dies, every statement waiting for it fails, and so does every later one: the
  * database is gone and /readyz says so.
  */
-import { Worker } from "node:worker_threads"
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource, Reserved } from "./connection.ts"
 import { byteaInBinary } from "./pg-wire.ts"
@@ -36,6 +36,11 @@ export interface PgliteThread {
   /** Calls `onPayload` for each notification on `channel`; resolves once listening. */
   readonly listen: (channel: string, onPayload: (payload: string) => void) => Promise<() => Promise<void>>
   readonly close: () => Promise<void>
+  /**
+   * A new port whose prepare jobs this thread serves beside the database (src/ingest/prepare-host.ts);
+   * undefined once the thread is gone. The port closes when the thread does.
+   */
+  readonly preparePort: () => MessagePort | undefined
 }
 
 /**
@@ -129,6 +134,12 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
 
     const thread: PgliteThread = {
       source,
+      preparePort: () => {
+        if (gone) return undefined
+        const { port1, port2 } = new MessageChannel()
+        worker.postMessage({ op: "serve-prepare", port: port2 }, [port2])
+        return port1
+      },
       listen: async (channel, onPayload) => {
         listeners.set(channel, onPayload)
         await ask({ op: "listen", channel })

@@ -7,11 +7,12 @@
  *   in  {id, op: "query", text, params, tx?} | {id, op: "exec", script, tx?}
  *       | {op: "reserve", tx} | {op: "release", tx}   (one-way: the main thread names `tx` itself)
  *       | {id, op: "listen" | "unlisten", channel} | {id, op: "close"}
+ *       | {op: "serve-prepare", port}   (one-way: prepare jobs served on `port`, src/ingest/prepare-host.ts)
  *   out {ready: true} | {ready: false, error} (once, after opening)
  *       {id, ok: true, value} | {id, ok: false, error: {message, code?, constraint?, …}}
  *       {notify: channel, payload} (posted before the answer of the statement that committed it)
  */
-import { parentPort, workerData } from "node:worker_threads"
+import { type MessagePort, parentPort, workerData } from "node:worker_threads"
 import { openPglite, type PgliteOptions } from "./pglite.ts"
 import type { Reserved } from "./connection.ts"
 import { freeBytes } from "../../effects/shared/free-bytes.ts"
@@ -25,6 +26,7 @@ type Request =
   | { readonly op: "release"; readonly tx: number }
   | { readonly id: number; readonly op: "listen" | "unlisten"; readonly channel: string }
   | { readonly id: number; readonly op: "close" }
+  | { readonly op: "serve-prepare"; readonly port: MessagePort }
 
 /** What a driver error carries that the Database port reads (SQLSTATE, constraint), cloneable. */
 export const errorFields = (e: unknown): Record<string, unknown> => {
@@ -46,7 +48,7 @@ try {
   const unlisteners = new Map<string, () => Promise<void>>()
   const reserved = (tx: number) => txs.get(tx) ?? Promise.reject(new Error(`no transaction ${tx} on the embedded database`))
 
-  const run = async (m: Exclude<Request, { readonly op: "reserve" | "release" }>): Promise<unknown> => {
+  const run = async (m: Exclude<Request, { readonly op: "reserve" | "release" | "serve-prepare" }>): Promise<unknown> => {
     switch (m.op) {
       case "query":
         return m.tx === undefined ? source.query(m.text, m.params) : (await reserved(m.tx)).connection.query(m.text, m.params)
@@ -70,6 +72,11 @@ try {
   port.on("message", (m: Request) => {
     // A reservation takes the adapter's lock in arrival order, like every plain statement.
     if (m.op === "reserve") return void txs.set(m.tx, source.reserve())
+    // Loaded with the first message to prepare: a process that takes no mail never loads it. If it
+    // cannot load, the port closes and the main thread fails the jobs it sent (src/ingest/prepare-pool.ts).
+    if (m.op === "serve-prepare") {
+      return void import("../ingest/prepare-serve.ts").then(({ servePrepare }) => servePrepare(m.port), () => m.port.close())
+    }
     if (m.op === "release") {
       const r = txs.get(m.tx)
       txs.delete(m.tx)

@@ -4,6 +4,8 @@
  * Measured before this existed: preparing was ~0.4 ms of CPU per 2 KiB message on the event loop
  * that also served every session; see bench/REPORT.md "MX ingest".
  *
+ * - Where the process already runs a thread that can take the work (PGlite's, ./prepare-host.ts),
+ *   that thread is the first of the `threads`, served through a port; the others are our own.
  * - A job goes to the thread with the fewest jobs in flight; in-memory bytes are transferred
  *   (never copied again), a spooled message travels as its file's path. The jobs of one turn of
  *   the event loop go to a thread in one post (./turn-posts.ts).
@@ -13,15 +15,17 @@
  *   an answer only as long as that cache still would (most mail comes from a few senders, and a
  *   round trip to this thread per question cost more than the question).
  * - A thread that dies fails its jobs as defects (the SMTP side answers 451 and the sender
- *   retries); the next job starts a new one.
+ *   retries); the next job starts a new one. So does a host whose port closes, and from then on
+ *   the pool starts threads of its own.
  */
 import { Cause, Context, Effect, Exit, Layer } from "effect"
-import { Worker } from "node:worker_threads"
+import { type MessagePort, Worker } from "node:worker_threads"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer, type MessagePreparerShape, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../config.ts"
 import { siblingModule } from "../module-url.ts"
+import { PrepareHost } from "./prepare-host.ts"
 import { turnPosts, type TurnPosts } from "./turn-posts.ts"
 
 type Outcome =
@@ -32,7 +36,8 @@ type Question = { readonly t: "dns"; readonly q: number; readonly name: string; 
 type Resume = (effect: Effect.Effect<PreparedMessage>) => void
 
 interface Thread {
-  readonly worker: Worker
+  /** A thread of the pool's own, or a port to the host's (./prepare-host.ts). */
+  readonly worker: Worker | MessagePort
   readonly jobs: Map<number, Resume>
   /** Jobs go in one post per turn of the event loop (./turn-posts.ts). */
   readonly posts: TurnPosts<{ readonly id: number; readonly job: PrepareJob }>
@@ -46,6 +51,9 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     MessagePreparer,
     Effect.gen(function*() {
       const dns = yield* Dns
+      const host = yield* PrepareHost
+      /** Set when the host's port closed: the next jobs go to threads of the pool's own. */
+      let hostLost = false
       const context = yield* Effect.context<never>()
       const pool: Array<Thread> = []
       let nextId = 0
@@ -75,7 +83,9 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       }
 
       const spawn = (): Thread => {
-        const worker = new Worker(workerUrl)
+        // The host's thread first, while it serves (one port to it at a time); then threads of our own.
+        const hosted = hostLost || pool.some((t) => !(t.worker instanceof Worker)) ? undefined : host.openPort()
+        const worker = hosted ?? new Worker(workerUrl)
         const posts = turnPosts<{ readonly id: number; readonly job: PrepareJob }>((jobs, transfer) => worker.postMessage({ t: "jobs", jobs }, transfer))
         const thread: Thread = { worker, jobs: new Map(), posts }
         worker.on("message", (m: Outcome | Question) => {
@@ -86,8 +96,16 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
           if (m.ok) return resume(warnAuthFailure(m.value))
           resume(Effect.die(new Error(m.message)))
         })
-        worker.on("error", (e) => lose(thread, e))
-        worker.on("exit", (code) => lose(thread, new Error(`prepare worker exited with code ${code}`)))
+        if (hosted) {
+          // The host's thread ended, or could not load the preparing code.
+          hosted.on("close", () => {
+            hostLost = true
+            lose(thread, new Error("the prepare host's port closed"))
+          })
+        } else {
+          worker.on("error", (e: unknown) => lose(thread, e))
+          worker.on("exit", (code: number) => lose(thread, new Error(`prepare worker exited with code ${code}`)))
+        }
         // Idle threads must not keep a finished process alive.
         worker.unref()
         pool.push(thread)
@@ -105,8 +123,10 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
         Effect.promise(async () => {
           closed = true
           const all = pool.splice(0)
-          for (const t of all) t.worker.removeAllListeners("exit")
-          await Promise.all(all.map((t) => t.worker.terminate()))
+          // A host's port may still say "close": by then its jobs are failed below, and Deno's ports
+          // have no removeAllListeners.
+          for (const t of all) if (t.worker instanceof Worker) t.worker.removeAllListeners("exit")
+          await Promise.all(all.map((t) => (t.worker instanceof Worker ? t.worker.terminate() : t.worker.close())))
           for (const t of all) lose(t, new Error("prepare workers stopped"))
         })
       )

@@ -10,7 +10,7 @@ import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { describe, expect, it } from "vitest"
+import { describe, expect, inject, it } from "vitest"
 import { authenticate as mailauth } from "mailauth"
 import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
 import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
@@ -18,6 +18,10 @@ import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
 import { bySize, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
+import { PrepareHost, type PrepareHostShape } from "../../src/ingest/prepare-host.ts"
+import { servePrepare } from "../../src/ingest/prepare-serve.ts"
+import { openPgliteThread } from "../../src/db/pglite-thread.ts"
+import { MessageChannel, type MessagePort } from "node:worker_threads"
 
 const fixture = (p: string) => fs.readFileSync(path.join(import.meta.dirname, "../../fixtures/mail/mail-gem", p))
 
@@ -289,6 +293,84 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
       withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach([plain, large], (m) => p.prepare(job(m))))
     expect(await rows(messagePreparerLayer(1))).toEqual(await rows(MessagePreparer.inProcess))
     expect(await rows(messagePreparerLayer(1, 0))).toEqual(await rows(MessagePreparer.inProcess))
+  })
+})
+
+describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
+  /** A host over `open`, counting the ports it opened. */
+  const counted = (open: () => MessagePort | undefined) => {
+    const host = { opened: 0, openPort: () => (host.opened++, open()) }
+    return host
+  }
+  const onHost = (host: PrepareHostShape, threads = 1) => preparePoolLayer(threads).pipe(Layer.provide(Layer.succeed(PrepareHost, host)))
+
+  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite's thread prepares the very rows the event loop does, its DNS through the main thread's port", async () => {
+    const thread = await openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) })
+    try {
+      const dns = stubDns({ ms: 60_000 })
+      const mails = [plain, fixture("plain_emails/raw_email.eml"), fixture("attachment_emails/attachment_content_disposition.eml")]
+      const host = counted(thread.preparePort)
+      const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
+        withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach(mails, (m) => p.prepare(job(m))))
+      const hosted = await rows(onHost(host))
+      expect(host.opened).toBe(1)
+      expect(dns.asked.length).toBeGreaterThan(0)
+      expect(hosted).toEqual(await rows(MessagePreparer.inProcess))
+      // The database goes on answering beside it.
+      expect(await thread.source.query("SELECT 1 AS one")).toEqual([{ one: 1 }])
+    } finally {
+      await thread.close()
+    }
+  })
+
+  it("is one of the threads: one port to it however many jobs come (INGEST_THREADS=2: the other thread is our own)", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const served: Array<MessageChannel> = []
+    const host = counted(() => {
+      const channel = new MessageChannel()
+      servePrepare(channel.port2)
+      served.push(channel)
+      return channel.port1
+    })
+    const prepared = await withPreparer(onHost(host, 2).pipe(Layer.provide(dns.layer)), (p) =>
+      Effect.forEach([1, 2, 3, 4], (i) => p.prepare(job(plain, { id: `job${i}` })), { concurrency: "unbounded" }))
+    expect(prepared.map((m) => m.subject)).toEqual(["Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi"])
+    expect(host.opened).toBe(1)
+    for (const c of served) c.port2.close()
+  })
+
+  it("fails the jobs in flight when the host's port closes, and prepares the next ones on a thread of its own", async () => {
+    // The host here is this very thread, whose end of the port the test closes (as when PGlite's
+    // thread ends); the job in flight waits for a DNS answer held back until then.
+    let release!: () => void
+    const released = new Promise<void>((r) => (release = r))
+    let asked = 0
+    const held = dnsLayer((name, rrtype) =>
+      Effect.promise(async () => {
+        if (asked++ === 0) await released
+        return { exit: Exit.fail(new DnsError({ message: "no such record", code: "ENOTFOUND", name, rrtype })), keepMs: 0 }
+      }))
+    let hostEnd: MessagePort | undefined
+    const host = counted(() => {
+      const channel = new MessageChannel()
+      servePrepare(channel.port2)
+      hostEnd = channel.port2
+      return channel.port1
+    })
+    await withPreparer(onHost(host).pipe(Layer.provide(held)), (p) =>
+      Effect.gen(function*() {
+        const inFlight = yield* Effect.forkChild(Effect.exit(p.prepare(job(plain))))
+        for (let waited = 0; asked === 0 && waited < 15_000; waited += 20) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+        expect(asked).toBe(1)
+        hostEnd!.close()
+        const died = yield* Fiber.join(inFlight)
+        expect(Exit.isFailure(died) && Cause.hasDies(died.cause)).toBe(true)
+        release()
+        const next = yield* p.prepare(job(plain))
+        expect(next.subject).toBe("Ankara ya mwezi")
+        // Not the host again: its port is gone for good.
+        expect(host.opened).toBe(1)
+      }))
   })
 })
 
