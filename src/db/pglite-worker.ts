@@ -69,14 +69,36 @@ try {
     }
   }
 
+  /** The ports whose prepare jobs this thread serves (src/ingest/prepare-host.ts); undefined once it stopped. */
+  let preparePorts: Set<MessagePort> | undefined = new Set()
+  const servePrepareHere = (prepare: MessagePort) => {
+    if (!preparePorts) return prepare.close()
+    if (preparePorts.size === 0) process.on("uncaughtException", stopPreparing)
+    preparePorts.add(prepare)
+    // Loaded with the first message to prepare: a process that takes no mail never loads it. If it
+    // cannot load, the port closes and the main thread fails the jobs it sent (src/ingest/prepare-pool.ts).
+    import("../ingest/prepare-serve.ts").then(({ servePrepare }) => servePrepare(prepare), () => prepare.close())
+  }
+  /**
+   * An exception nothing caught, once this thread prepares mail too: the likeliest thrower is that
+   * code, on mail crafted to break it, and it must not take the database down with it (a prepare
+   * thread of its own would just have died). Every prepare port is told and closed: the main
+   * thread fails their jobs (the senders get 451 and retry) and prepares on threads of its own from
+   * then on, and this thread goes on serving the database alone.
+   */
+  const stopPreparing = (e: unknown) => {
+    const message = e instanceof Error ? e.message : String(e)
+    for (const prepare of preparePorts ?? []) {
+      prepare.postMessage({ t: "lost", message })
+      prepare.close()
+    }
+    preparePorts = undefined
+  }
+
   port.on("message", (m: Request) => {
     // A reservation takes the adapter's lock in arrival order, like every plain statement.
     if (m.op === "reserve") return void txs.set(m.tx, source.reserve())
-    // Loaded with the first message to prepare: a process that takes no mail never loads it. If it
-    // cannot load, the port closes and the main thread fails the jobs it sent (src/ingest/prepare-pool.ts).
-    if (m.op === "serve-prepare") {
-      return void import("../ingest/prepare-serve.ts").then(({ servePrepare }) => servePrepare(m.port), () => m.port.close())
-    }
+    if (m.op === "serve-prepare") return servePrepareHere(m.port)
     if (m.op === "release") {
       const r = txs.get(m.tx)
       txs.delete(m.tx)

@@ -3,17 +3,19 @@
  * (src/db/pglite-thread.ts). The prepare pool (./prepare-pool.ts) takes it as its first thread
  * instead of starting one of its own.
  *
- * Why: on two cores, a thread of its own for preparing cost more than the work it took off the
- * event loop once the database already had a thread: its isolate, its collector and a wake-up
- * per job. With PGlite's thread preparing, one message per connection to 20 accounts went
- * 869 → 912 msgs/s (6 interleaved pairs, 5 faster), 2 KiB over 20 reused sessions 1,245 → 1,278,
- * at ~25 MiB less peak RSS (bench/REPORT.md, MX ingest, thirty-fourth session). Under Deno the
- * same change was 15–20 % slower, so there PGlite's thread offers no host (src/db/layer.ts).
+ * Why: a thread of its own for preparing is one more isolate with its own collector, and a
+ * wake-up per job; PGlite's thread is awake anyway. Measured on two cores (bench/REPORT.md, MX
+ * ingest, thirty-fourth session, interleaved pairs against the code before): one message per
+ * connection to 20 accounts +3 to +5 % (22 pairs, within the spread), 2 KiB over 20 reused
+ * sessions −5 to +3 %, at 15–25 MiB less peak RSS in every run. Under Deno it was 15–20 % slower,
+ * so there PGlite's thread offers no host (src/db/layer.ts).
  *
- * The price: code that throws outside every promise there would end the database's thread too,
- * where it used to end only a prepare thread. Preparing never throws that way for the mail's
- * content (effects/ingest/mime.ts keeps what it cannot parse); the MIME corpus and the SMTP fuzz
- * suites run on this thread in `npm test`.
+ * Code that throws outside every promise there would end the database's thread too, where it used
+ * to end only a prepare thread. Preparing never throws that way for the mail's content
+ * (effects/ingest/mime.ts keeps what it cannot parse; the MIME corpus and the SMTP fuzz suites run
+ * on this thread in `npm test`), and should something still, PGlite's thread stops preparing
+ * instead of dying (src/db/pglite-worker.ts): the jobs there fail, the pool goes on with threads of
+ * its own, and the database is untouched.
  */
 import { Context } from "effect"
 import type { MessagePort } from "node:worker_threads"

@@ -32,6 +32,8 @@ type Outcome =
   | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
   | { readonly t: "done"; readonly id: number; readonly ok: false; readonly message: string }
 type Question = { readonly t: "dns"; readonly q: number; readonly name: string; readonly rrtype: string }
+/** From a host whose thread caught an exception nothing else did (src/db/pglite-worker.ts); its port closes next. */
+type Lost = { readonly t: "lost"; readonly message: string }
 
 type Resume = (effect: Effect.Effect<PreparedMessage>) => void
 
@@ -88,8 +90,12 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
         const worker = hosted ?? new Worker(workerUrl)
         const posts = turnPosts<{ readonly id: number; readonly job: PrepareJob }>((jobs, transfer) => worker.postMessage({ t: "jobs", jobs }, transfer))
         const thread: Thread = { worker, jobs: new Map(), posts }
-        worker.on("message", (m: Outcome | Question) => {
+        worker.on("message", (m: Outcome | Question | Lost) => {
           if (m.t === "dns") return void answer(thread, m)
+          if (m.t === "lost") {
+            hostLost = true
+            return lose(thread, new Error(`the prepare host stopped preparing: ${m.message}`))
+          }
           const resume = thread.jobs.get(m.id)
           thread.jobs.delete(m.id)
           if (!resume) return

@@ -323,6 +323,31 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
     }
   })
 
+  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("an exception nothing caught on PGlite's thread fails the jobs there and ends its preparing, not its database", async () => {
+    const throwing = new URL("../support/throwing-pglite-worker.ts", import.meta.url)
+    const thread = await openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) }, throwing)
+    try {
+      const dns = stubDns({ ms: 60_000 })
+      const host = counted(thread.preparePort)
+      await withPreparer(onHost(host).pipe(Layer.provide(dns.layer)), (p) =>
+        Effect.gen(function*() {
+          expect((yield* p.prepare(job(plain))).subject).toBe("Ankara ya mwezi")
+          const died = yield* Effect.exit(p.prepare(job(plain, { mailFrom: "throw@sender.example" })))
+          expect(Exit.isFailure(died) && Cause.hasDies(died.cause)).toBe(true)
+          expect(String(Cause.squash((died as Exit.Failure<unknown, unknown>).cause))).toMatch(/thrown while preparing/)
+          // The next message on a thread of the pool's own; the host is not asked again.
+          expect((yield* p.prepare(job(plain))).subject).toBe("Ankara ya mwezi")
+          expect(host.opened).toBe(1)
+        }))
+      expect(await thread.source.query("SELECT 1 AS one")).toEqual([{ one: 1 }])
+      // A port asked for later is closed at once: that thread prepares no more.
+      const late = thread.preparePort()!
+      await new Promise<void>((resolve) => late.on("close", () => resolve()))
+    } finally {
+      await thread.close()
+    }
+  })
+
   it("is one of the threads: one port to it however many jobs come (INGEST_THREADS=2: the other thread is our own)", async () => {
     const dns = stubDns({ ms: 60_000 })
     const served: Array<MessageChannel> = []

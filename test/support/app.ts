@@ -84,9 +84,10 @@ const defaultSettings = (overrides: Partial<Settings>): Settings => ({
   production: false,
   smtpMaxSessionsPerIp: 20,
   smtpMemoryBytes: 256 * 1024 * 1024,
-  // One prepare worker thread, taking all but large in-memory mail: the production default on 2
-  // cores with PGlite (INGEST_THREADS=0, all on the event loop, has its own runs in
-  // test/inbound/prepare.test.ts and test/smtp/corpus.test.ts).
+  // One prepare thread, taking all but large in-memory mail: the production default on 2 cores
+  // (INGEST_THREADS=0, all on the event loop, has its own runs in test/inbound/prepare.test.ts and
+  // test/smtp/corpus.test.ts). On PGlite that is the database's own thread (src/ingest/prepare-host.ts),
+  // on PostgreSQL a worker thread of the pool's own.
   ingestThreads: 1,
   ingestLoopBytes: LOOP_PREPARE_BYTES,
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
