@@ -1,9 +1,10 @@
 /**
- * A prepare worker thread (see ./prepare-pool.ts): runs `prepareMessage` for the jobs the main
- * thread posts and posts back each result. It has no database and no Effect runtime; its DNS
- * questions go to the main thread, whose Dns port keeps the TTL cache of the process, and the
- * answers are kept here for as long as that cache said they may be; so are the verdicts of
- * unsigned mail that rest on them (effects/ingest/verdicts.ts).
+ * The prepare side of a port from the prepare pool (./prepare-pool.ts): runs `prepareMessage` for
+ * the jobs posted on it and posts back each result. It runs on a prepare thread of the pool's own
+ * (./prepare-worker.ts) or on a thread that also does other work (PGlite's, ./prepare-host.ts). It
+ * needs no database and no Effect runtime; its DNS questions go to the main thread, whose Dns port
+ * keeps the TTL cache of the process, and the answers are kept here for as long as that cache said
+ * they may be; so are the verdicts of unsigned mail that rest on them (effects/ingest/verdicts.ts).
  *
  * Messages on the port: in  {t: "jobs", jobs: [{id, job}]} | {t: "dns", q, ok, records | code, message}
  *                       out {t: "done", id, ok, value | message} | {t: "dns", q, name, rrtype}
@@ -17,35 +18,48 @@ import { freeBytes } from "../../effects/shared/free-bytes.ts"
 import { type KeptResolver, makeVerdictMemo } from "../../effects/ingest/verdicts.ts"
 import { jobQueue } from "./job-queue.ts"
 
-/** Serves prepare jobs posted on `port` (a prepare thread's parentPort, or a port to a thread shared with other work). */
+/** A resolver failure as mailauth reads it (`code`), built without a stack: negative answers are common. */
+const dnsFailure = (code: string, message: string): Error => {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  const e = Object.assign(new Error(message), { code })
+  Error.stackTraceLimit = limit
+  return e
+}
+
+type Answer =
+  | { readonly ok: true; readonly records: Array<Array<string>> }
+  | { readonly ok: false; readonly code: string; readonly message: string }
+
+type Incoming =
+  | { readonly t: "jobs"; readonly jobs: ReadonlyArray<{ readonly id: number; readonly job: PrepareJob }> }
+  | ({ readonly t: "dns"; readonly q: number; readonly keepMs: number } & Answer)
+
+const MAX_KEPT = 10_000
+
+const settle = (answer: Answer, resolve: (records: Array<Array<string>>) => void, reject: (e: Error) => void) =>
+  answer.ok ? resolve(answer.records) : reject(dnsFailure(answer.code, answer.message))
+
+const keyOf = (name: string, rrtype: string) => `${rrtype} ${name.toLowerCase()}`
+
+/**
+ * Jobs run at most this many at a time, in arrival order (./job-queue.ts). Measured with the
+ * writer committing what is ready (2 KiB over 20 reused sessions, three 12,000-message runs):
+ * PostgreSQL 548–618 msgs/s with every job started at once, 636–826 with two at a time (one at
+ * a time, in shorter runs: 614–665, no better).
+ */
+const RUNNING_MAX = 2
+
+/** Serves the prepare jobs posted on `port` until it closes. */
 export const servePrepare = (port: MessagePort): void => {
-
-  /** A resolver failure as mailauth reads it (`code`), built without a stack: negative answers are common. */
-  const dnsFailure = (code: string, message: string): Error => {
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    const e = Object.assign(new Error(message), { code })
-    Error.stackTraceLimit = limit
-    return e
-  }
-
-  type Answer =
-    | { readonly ok: true; readonly records: Array<Array<string>> }
-    | { readonly ok: false; readonly code: string; readonly message: string }
-
   /** Answers the main thread gave, each kept only as long as its cache keeps it (`keepMs`). */
   const kept = new Map<string, { readonly until: number; readonly answer: Answer }>()
-  const MAX_KEPT = 10_000
-
-  const settle = (answer: Answer, resolve: (records: Array<Array<string>>) => void, reject: (e: Error) => void) =>
-    answer.ok ? resolve(answer.records) : reject(dnsFailure(answer.code, answer.message))
 
   let nextQuestion = 0
   const questions = new Map<
     number,
     { key: string; resolve: (records: Array<Array<string>>) => void; reject: (e: Error) => void; unpark: () => void }
   >()
-  const keyOf = (name: string, rrtype: string) => `${rrtype} ${name.toLowerCase()}`
   const ask: DNSResolver = (name, rrtype) =>
     new Promise((resolve, reject) => {
       const key = keyOf(name, rrtype)
@@ -55,33 +69,20 @@ export const servePrepare = (port: MessagePort): void => {
       questions.set(q, { key, resolve: resolve as (records: Array<Array<string>>) => void, reject, unpark: jobs.park() })
       port.postMessage({ t: "dns", q, name, rrtype })
     })
-  /** Until when an answer may be kept: as long as this thread keeps it (0: not at all). */
+  /** Until when an answer may be kept: as long as this side keeps it (0: not at all). */
   const resolver: KeptResolver = Object.assign(ask, { keptUntil: (name: string, rrtype: string) => kept.get(keyOf(name, rrtype))?.until ?? 0 })
 
-  /** Verdicts of unsigned mail this thread already came to (effects/ingest/verdicts.ts). */
+  /** Verdicts of unsigned mail this side already came to (effects/ingest/verdicts.ts). */
   const verdicts = makeVerdictMemo<Authenticated>()
-
-  /**
-   * Jobs run at most this many at a time, in arrival order (./job-queue.ts). Measured with the
-   * writer committing what is ready (2 KiB over 20 reused sessions, three 12,000-message runs):
-   * PostgreSQL 548–618 msgs/s with every job started at once, 636–826 with two at a time (one at
-   * a time, in shorter runs: 614–665, no better).
-   */
-  const RUNNING_MAX = 2
 
   const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
     // The job's bytes were moved here and are read by nobody once it is prepared.
     prepareMessage(job, resolver, verdicts).finally(() => freeBytes(job.source._tag === "Memory" ? job.source.bytes : undefined)).then(
       // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
       (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer]),
-      (e: unknown) =>
-        port.postMessage({ t: "done", id, ok: false, message: e instanceof Error ? e.message : String(e) }),
+      (e: unknown) => port.postMessage({ t: "done", id, ok: false, message: e instanceof Error ? e.message : String(e) }),
     )
   )
-
-  type Incoming =
-    | { readonly t: "jobs"; readonly jobs: ReadonlyArray<{ readonly id: number; readonly job: PrepareJob }> }
-    | ({ readonly t: "dns"; readonly q: number; readonly keepMs: number } & Answer)
 
   port.on("message", (m: Incoming) => {
     if (m.t === "dns") {
@@ -98,5 +99,4 @@ export const servePrepare = (port: MessagePort): void => {
     }
     for (const job of m.jobs) jobs.add(job)
   })
-
 }
