@@ -68,8 +68,8 @@ export interface Settings {
   /**
    * INGEST_THREADS: worker threads that authenticate and parse received mail (0: on the event
    * loop). Default: one fewer than the cores, at most 4; on two cores or fewer, one
-   * (src/config.ts `defaultIngestThreads`). On PGlite under Node the first is the database's own thread
-   * (src/ingest/prepare-host.ts).
+   * (src/config.ts `defaultIngestThreads`). On PGlite under Node the database's own thread takes
+   * in-memory mail instead, and these threads only spooled mail (src/ingest/prepare-host.ts).
    */
   readonly ingestThreads: number
   /**

@@ -1,7 +1,8 @@
 /**
  * A thread this process runs anyway that can also prepare received mail: PGlite's
- * (src/db/pglite-thread.ts). The prepare pool (./prepare-pool.ts) takes it as its first thread
- * instead of starting one of its own.
+ * (src/db/pglite-thread.ts). The prepare pool (./prepare-pool.ts) sends it in-memory mail (up to
+ * 1 MiB) instead of starting a thread of its own; spooled mail, whose preparing could hold the
+ * database's thread for tens of milliseconds, still goes to a thread of the pool's own.
  *
  * Why: a thread of its own for preparing is one more isolate with its own collector, and a
  * wake-up per job; PGlite's thread is awake anyway. Measured on two cores (bench/REPORT.md, MX

@@ -5,7 +5,8 @@
  * that also served every session; see bench/REPORT.md "MX ingest".
  *
  * - Where the process already runs a thread that can take the work (PGlite's, ./prepare-host.ts),
- *   that thread is the first of the `threads`, served through a port; the others are our own.
+ *   in-memory mail goes there, through a port, instead of to threads of the pool's own; spooled
+ *   mail still goes to those (started with the first such message).
  * - A job goes to the thread with the fewest jobs in flight; in-memory bytes are transferred
  *   (never copied again), a spooled message travels as its file's path. The jobs of one turn of
  *   the event loop go to a thread in one post (./turn-posts.ts).
@@ -54,8 +55,10 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     Effect.gen(function*() {
       const dns = yield* Dns
       const host = yield* PrepareHost
-      /** Set when the host's port closed: the next jobs go to threads of the pool's own. */
-      let hostLost = false
+      /** The port to the host's thread, opened with the first in-memory message (./prepare-host.ts). */
+      let hosted: Thread | undefined
+      /** No host, or its port closed: every job goes to threads of the pool's own. */
+      let hostGone = false
       const context = yield* Effect.context<never>()
       const pool: Array<Thread> = []
       let nextId = 0
@@ -79,21 +82,20 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       const lose = (thread: Thread, reason: unknown) => {
         const at = pool.indexOf(thread)
         if (at >= 0) pool.splice(at, 1)
+        if (thread === hosted) hosted = undefined
         thread.posts.clear()
         for (const resume of thread.jobs.values()) resume(Effect.die(reason))
         thread.jobs.clear()
       }
 
-      const spawn = (): Thread => {
-        // The host's thread first, while it serves (one port to it at a time); then threads of our own.
-        const hosted = hostLost || pool.some((t) => !(t.worker instanceof Worker)) ? undefined : host.openPort()
-        const worker = hosted ?? new Worker(workerUrl)
+      /** A thread of the pool's own (a Worker), or the host's behind its port. */
+      const connect = (worker: Worker | MessagePort): Thread => {
         const posts = turnPosts<{ readonly id: number; readonly job: PrepareJob }>((jobs, transfer) => worker.postMessage({ t: "jobs", jobs }, transfer))
         const thread: Thread = { worker, jobs: new Map(), posts }
         worker.on("message", (m: Outcome | Question | Lost) => {
           if (m.t === "dns") return void answer(thread, m)
           if (m.t === "lost") {
-            hostLost = true
+            hostGone = true
             return lose(thread, new Error(`the prepare host stopped preparing: ${m.message}`))
           }
           const resume = thread.jobs.get(m.id)
@@ -102,15 +104,15 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
           if (m.ok) return resume(warnAuthFailure(m.value))
           resume(Effect.die(new Error(m.message)))
         })
-        if (hosted) {
-          // The host's thread ended, or could not load the preparing code.
-          hosted.on("close", () => {
-            hostLost = true
-            lose(thread, new Error("the prepare host's port closed"))
-          })
-        } else {
+        if (worker instanceof Worker) {
           worker.on("error", (e: unknown) => lose(thread, e))
           worker.on("exit", (code: number) => lose(thread, new Error(`prepare worker exited with code ${code}`)))
+        } else {
+          // The host's thread ended, or could not load the preparing code.
+          worker.on("close", () => {
+            hostGone = true
+            lose(thread, new Error("the prepare host's port closed"))
+          })
         }
         // Idle threads must not keep a finished process alive.
         worker.unref()
@@ -118,11 +120,24 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
         return thread
       }
 
-      /** The thread with the fewest jobs in flight, starting threads up to `threads`. */
-      const pick = (): Thread => {
+      /**
+       * In-memory mail to the host's thread while there is one. Spooled mail (over 1 MiB,
+       * src/smtp/data.ts) stays off it: preparing 10–25 MiB of plain text held a thread for up to
+       * 20–80 ms at a time, which on PGlite's thread every statement would wait for.
+       * The rest goes to the thread of the pool's own with the fewest jobs in flight, starting
+       * threads up to `threads`.
+       */
+      const pick = (job: PrepareJob): Thread => {
+        if (job.source._tag === "Memory" && !hostGone) {
+          if (hosted) return hosted
+          const port = host.openPort()
+          if (port) return (hosted = connect(port))
+          hostGone = true
+        }
         let best: Thread | undefined
-        for (const t of pool) if (!best || t.jobs.size < best.jobs.size) best = t
-        return best && (best.jobs.size === 0 || pool.length >= threads) ? best : spawn()
+        for (const t of pool) if (t !== hosted && (!best || t.jobs.size < best.jobs.size)) best = t
+        const own = pool.length - (hosted ? 1 : 0)
+        return best && (best.jobs.size === 0 || own >= threads) ? best : connect(new Worker(workerUrl))
       }
 
       yield* Effect.addFinalizer(() =>
@@ -140,7 +155,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       const prepare = (job: PrepareJob) =>
         Effect.callback<PreparedMessage>((resume) => {
           if (closed) return resume(Effect.die(new Error("prepare workers stopped")))
-          const thread = pick()
+          const thread = pick(job)
           const id = nextId++
           thread.jobs.set(id, resume)
           thread.posts.send({ id, job }, job.source._tag === "Memory" ? [job.source.bytes.buffer as ArrayBuffer] : [])

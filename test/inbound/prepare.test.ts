@@ -348,7 +348,7 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
     }
   })
 
-  it("is one of the threads: one port to it however many jobs come (INGEST_THREADS=2: the other thread is our own)", async () => {
+  it("takes every in-memory job through one port, however many come and however many threads are allowed", async () => {
     const dns = stubDns({ ms: 60_000 })
     const served: Array<MessageChannel> = []
     const host = counted(() => {
@@ -361,6 +361,28 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
       Effect.forEach([1, 2, 3, 4], (i) => p.prepare(job(plain, { id: `job${i}` })), { concurrency: "unbounded" }))
     expect(prepared.map((m) => m.subject)).toEqual(["Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi"])
     expect(host.opened).toBe(1)
+    for (const c of served) c.port2.close()
+  })
+
+  it("leaves spooled mail to a thread of the pool's own: the host is not even opened for it", async () => {
+    const dns = stubDns({ ms: 60_000 })
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
+    fs.writeFileSync(file, plain)
+    const served: Array<MessageChannel> = []
+    const host = counted(() => {
+      const channel = new MessageChannel()
+      servePrepare(channel.port2)
+      served.push(channel)
+      return channel.port1
+    })
+    await withPreparer(onHost(host).pipe(Layer.provide(dns.layer)), (p) =>
+      Effect.gen(function*() {
+        const spooled = yield* p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: plain.length } })
+        expect(spooled.subject).toBe("Ankara ya mwezi")
+        expect(host.opened).toBe(0)
+        expect((yield* p.prepare(job(plain))).subject).toBe("Ankara ya mwezi")
+        expect(host.opened).toBe(1)
+      }))
     for (const c of served) c.port2.close()
   })
 

@@ -86,8 +86,8 @@ const defaultSettings = (overrides: Partial<Settings>): Settings => ({
   smtpMemoryBytes: 256 * 1024 * 1024,
   // One prepare thread, taking all but large in-memory mail: the production default on 2 cores
   // (INGEST_THREADS=0, all on the event loop, has its own runs in test/inbound/prepare.test.ts and
-  // test/smtp/corpus.test.ts). On PGlite that is the database's own thread (src/ingest/prepare-host.ts),
-  // on PostgreSQL a worker thread of the pool's own.
+  // test/smtp/corpus.test.ts). On PGlite the database's own thread takes in-memory mail instead
+  // (src/ingest/prepare-host.ts) and the worker only spooled mail.
   ingestThreads: 1,
   ingestLoopBytes: LOOP_PREPARE_BYTES,
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
