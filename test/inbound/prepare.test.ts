@@ -303,9 +303,21 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
     return host
   }
   const onHost = (host: PrepareHostShape, threads = 1) => preparePoolLayer(threads).pipe(Layer.provide(Layer.succeed(PrepareHost, host)))
+  /** A host served right here, on the test's own thread; `ends` are its sides of the ports (closing one is the host going away). */
+  const hereHost = () => {
+    const ends: Array<MessagePort> = []
+    const host = counted(() => {
+      const channel = new MessageChannel()
+      servePrepare(channel.port2)
+      ends.push(channel.port2)
+      return channel.port1
+    })
+    return Object.assign(host, { ends })
+  }
+  const pgliteThread = (workerUrl?: URL) => openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) }, workerUrl)
 
   it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite's thread prepares the very rows the event loop does, its DNS through the main thread's port", async () => {
-    const thread = await openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) })
+    const thread = await pgliteThread()
     try {
       const dns = stubDns({ ms: 60_000 })
       const mails = [plain, fixture("plain_emails/raw_email.eml"), fixture("attachment_emails/attachment_content_disposition.eml")]
@@ -324,8 +336,7 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
   })
 
   it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("an exception nothing caught on PGlite's thread fails the jobs there and ends its preparing, not its database", async () => {
-    const throwing = new URL("../support/throwing-pglite-worker.ts", import.meta.url)
-    const thread = await openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) }, throwing)
+    const thread = await pgliteThread(new URL("../support/throwing-pglite-worker.ts", import.meta.url))
     try {
       const dns = stubDns({ ms: 60_000 })
       const host = counted(thread.preparePort)
@@ -350,31 +361,19 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
 
   it("takes every in-memory job through one port, however many come and however many threads are allowed", async () => {
     const dns = stubDns({ ms: 60_000 })
-    const served: Array<MessageChannel> = []
-    const host = counted(() => {
-      const channel = new MessageChannel()
-      servePrepare(channel.port2)
-      served.push(channel)
-      return channel.port1
-    })
+    const host = hereHost()
     const prepared = await withPreparer(onHost(host, 2).pipe(Layer.provide(dns.layer)), (p) =>
       Effect.forEach([1, 2, 3, 4], (i) => p.prepare(job(plain, { id: `job${i}` })), { concurrency: "unbounded" }))
     expect(prepared.map((m) => m.subject)).toEqual(["Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi", "Ankara ya mwezi"])
     expect(host.opened).toBe(1)
-    for (const c of served) c.port2.close()
+    for (const end of host.ends) end.close()
   })
 
   it("leaves spooled mail to a thread of the pool's own: the host is not even opened for it", async () => {
     const dns = stubDns({ ms: 60_000 })
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "spool-")), "big.eml")
     fs.writeFileSync(file, plain)
-    const served: Array<MessageChannel> = []
-    const host = counted(() => {
-      const channel = new MessageChannel()
-      servePrepare(channel.port2)
-      served.push(channel)
-      return channel.port1
-    })
+    const host = hereHost()
     await withPreparer(onHost(host).pipe(Layer.provide(dns.layer)), (p) =>
       Effect.gen(function*() {
         const spooled = yield* p.prepare({ ...job(plain), source: { _tag: "File", path: file, size: plain.length } })
@@ -383,7 +382,7 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
         expect((yield* p.prepare(job(plain))).subject).toBe("Ankara ya mwezi")
         expect(host.opened).toBe(1)
       }))
-    for (const c of served) c.port2.close()
+    for (const end of host.ends) end.close()
   })
 
   it("fails the jobs in flight when the host's port closes, and prepares the next ones on a thread of its own", async () => {
@@ -397,19 +396,13 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
         if (asked++ === 0) await released
         return { exit: Exit.fail(new DnsError({ message: "no such record", code: "ENOTFOUND", name, rrtype })), keepMs: 0 }
       }))
-    let hostEnd: MessagePort | undefined
-    const host = counted(() => {
-      const channel = new MessageChannel()
-      servePrepare(channel.port2)
-      hostEnd = channel.port2
-      return channel.port1
-    })
+    const host = hereHost()
     await withPreparer(onHost(host).pipe(Layer.provide(held)), (p) =>
       Effect.gen(function*() {
         const inFlight = yield* Effect.forkChild(Effect.exit(p.prepare(job(plain))))
         for (let waited = 0; asked === 0 && waited < 15_000; waited += 20) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
         expect(asked).toBe(1)
-        hostEnd!.close()
+        host.ends[0]!.close()
         const died = yield* Fiber.join(inFlight)
         expect(Exit.isFailure(died) && Cause.hasDies(died.cause)).toBe(true)
         release()
