@@ -13,11 +13,10 @@
  *   process and say so in the log.
  */
 import cluster from "node:cluster"
+import { isDeno } from "./is-deno.ts"
 
 const log = (level: "INFO" | "WARN" | "ERROR", message: string, annotations: Record<string, unknown> = {}) =>
   process.stdout.write(JSON.stringify({ message, level, timestamp: new Date().toISOString(), annotations }) + "\n")
-
-const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
 /**
  * PGlite's WebAssembly on V8's baseline compiler only (see `engineFlags`). The test processes

@@ -16,6 +16,7 @@ import type { PgliteOptions } from "./pglite.ts"
 import { openPgliteThread } from "./pglite-thread.ts"
 import { openPostgres, type PostgresOptions } from "./postgres.ts"
 import { PrepareHost, type PrepareHostShape } from "../ingest/prepare-host.ts"
+import { isDeno } from "../is-deno.ts"
 
 interface Opened {
   readonly source: ConnectionSource
@@ -25,8 +26,6 @@ interface Opened {
   /** A thread of the database's that may also prepare received mail (PGlite's own). */
   readonly prepareHost?: PrepareHostShape
 }
-
-const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined
 
 const dbError = (e: unknown) => new DbError({ message: e instanceof Error ? e.message : String(e) })
 

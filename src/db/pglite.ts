@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url"
 import type { ConnectionSource } from "./connection.ts"
 import { byteaInBinary } from "./pg-wire.ts"
 import { namedStatements } from "./pglite-statements.ts"
+import { isDeno } from "../is-deno.ts"
 import { siblingModule } from "../module-url.ts"
 
 /** int8 as number (ids, money) and `date` as its YYYY-MM-DD text, same as the postgres adapter. */
@@ -75,8 +76,7 @@ const POSTGRESQL_CONF = ["shared_buffers=16MB", "temp_buffers=2MB", "maintenance
 const initdbApart = (pgDir: string): Promise<boolean> =>
   new Promise((resolve) => {
     const script = fileURLToPath(siblingModule("./pglite-initdb.ts", import.meta.url))
-    const deno = (globalThis as { Deno?: unknown }).Deno !== undefined
-    const args = deno ? ["run", "--allow-read", "--allow-write", "--allow-env", "--allow-sys", script, pgDir] : [script, pgDir]
+    const args = isDeno ? ["run", "--allow-read", "--allow-write", "--allow-env", "--allow-sys", script, pgDir] : [script, pgDir]
     try {
       const child = spawn(process.execPath, args, { stdio: "ignore" })
       child.on("error", () => resolve(false))
