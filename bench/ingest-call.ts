@@ -33,7 +33,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { batchParameters } from "../effects/ingest/store.ts"
+import { parametersOf } from "../effects/ingest/store.ts"
 import { byteaInBinary } from "../src/db/pg-wire.ts"
 import type { ConnectionSource } from "../src/db/connection.ts"
 import { openPglite } from "../src/db/pglite.ts"
@@ -107,7 +107,7 @@ try {
   for (const file of process.env.SQL?.split(",").filter(Boolean) ?? []) await source.exec(fs.readFileSync(file, "utf8"))
 
   const call = (fn: string) => {
-    const [json, bytes] = batchParameters(batch)
+    const [json, bytes] = parametersOf(batch)
     const blob = ENGINE === "postgres" ? source.bytea(2, bytes) : byteaInBinary(2, bytes)
     return source.query(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
   }

@@ -49,19 +49,8 @@ export interface PrepareJob {
   readonly blob?: { readonly key: string; readonly path: string }
 }
 
-/** A message ready for the writer. */
-export interface PreparedMessage {
-  /**
-   * The message's element of `ingest_batch_bytes`'s `messages` as UTF-8 JSON (the columns, and
-   * where each piece is in `bytes`), in an ArrayBuffer of its own: a worker transfers it to the
-   * event loop, never copied.
-   */
-  readonly row: Uint8Array
-  /**
-   * The trace and body (the raw MIME), each part's content, the text (unless the row names it
-   * within the raw MIME: `text_crlf`) and HTML bodies as UTF-8, in that order; its own ArrayBuffer too.
-   */
-  readonly bytes: Uint8Array
+/** What the event loop reads of a prepared message wherever its row and bytes are. */
+export interface MessageSummary {
   /** Bytes stored: trace + body. */
   readonly size: number
   /** What subscribers (webhooks, SMS, agent) are told about each stored copy. */
@@ -74,6 +63,43 @@ export interface PreparedMessage {
   /** The blob key of a body written to a file (the job's `blob`): removed again if the message is refused. */
   readonly bodyBlob?: string
 }
+
+/** A message ready for the writer, its row and bytes in hand. */
+export interface PreparedMessage extends MessageSummary {
+  /**
+   * The message's element of `ingest_batch_bytes`'s `messages` as UTF-8 JSON (the columns, and
+   * where each piece is in `bytes`), in an ArrayBuffer of its own: a worker transfers it to the
+   * event loop, never copied.
+   */
+  readonly row: Uint8Array
+  /**
+   * The trace and body (the raw MIME), each part's content, the text (unless the row names it
+   * within the raw MIME: `text_crlf`) and HTML bodies as UTF-8, in that order; its own ArrayBuffer too.
+   */
+  readonly bytes: Uint8Array
+}
+
+/**
+ * A message prepared on the database's own thread (PGlite's, src/ingest/prepare-host.ts) and kept
+ * there for the statement that stores it: only its summary came back to the event loop, and the
+ * batch names it by `kept` (./batch-parameters.ts). `release` lets that thread drop it; the
+ * writer calls it once no statement will name it again.
+ */
+export interface KeptMessage extends MessageSummary {
+  readonly kept: KeptRef
+  /** Length of its bytes as `PreparedMessage.bytes` would have them (the batch's byte cap reads it). */
+  readonly byteLength: number
+  readonly release: () => void
+}
+
+/** Where a kept message is: the host port it was prepared through, and its job there. */
+export interface KeptRef {
+  readonly key: number
+  readonly id: number
+}
+
+/** A message the writer can store: in hand, or kept on the database's thread. */
+export type ReadyMessage = PreparedMessage | KeptMessage
 
 /**
  * The message's row and bytes. The bytes are copied once into a buffer of their own; the row

@@ -11,18 +11,20 @@ import { Context, Effect, Layer } from "effect"
 import { mailauthResolver } from "../shared/dns-resolver.ts"
 import { loadOnce } from "../shared/load-once.ts"
 import type { Authenticated } from "./authenticate.ts"
-import type { PreparedMessage, PrepareJob } from "./prepare.ts"
+import type { MessageSummary, PrepareJob, ReadyMessage } from "./prepare.ts"
 
 export interface MessagePreparerShape {
   /**
-   * The message's row and summary. It cannot fail for the mail's content (mail is never refused
-   * for it, ./mime.ts); bytes that cannot be read or kept are a defect, a local error to the sender.
+   * The message's row and summary, or its summary alone when its row and bytes are kept on the
+   * database's thread for the statement that stores them (./prepare.ts `KeptMessage`). It cannot
+   * fail for the mail's content (mail is never refused for it, ./mime.ts); bytes that cannot be
+   * read or kept are a defect, a local error to the sender.
    */
-  readonly prepare: (job: PrepareJob) => Effect.Effect<PreparedMessage>
+  readonly prepare: (job: PrepareJob) => Effect.Effect<ReadyMessage>
 }
 
 /** Logs what the verdicts could not be (the message is stored with `temperror`). */
-export const warnAuthFailure = (m: PreparedMessage): Effect.Effect<PreparedMessage> =>
+export const warnAuthFailure = <M extends MessageSummary>(m: M): Effect.Effect<M> =>
   m.authFailure ? Effect.as(Effect.logWarning("mail authentication failed", m.authFailure), m) : Effect.succeed(m)
 
 export class MessagePreparer extends Context.Service<MessagePreparer, MessagePreparerShape>()("app/MessagePreparer") {

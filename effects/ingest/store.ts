@@ -15,7 +15,9 @@
  *
  * Each message's row arrives already encoded as JSON text and its bytes beside it (./prepare.ts,
  * on a worker thread): the parameters are those texts joined and those bytes joined, so the event
- * loop never serialises a message body, and the database never reads one as JSON.
+ * loop never serialises a message body, and the database never reads one as JSON. On PGlite
+ * small mail's rows and bytes never come to the event loop at all: they stay on the database's
+ * thread that prepared them, and the batch names them there (./batch-parameters.ts `KeptBatch`).
  */
 import { Effect } from "effect"
 import { UnknownRecipient } from "../addresses/errors.ts"
@@ -24,13 +26,14 @@ import { InsufficientBalance } from "../errors.ts"
 import type { DatabaseShape } from "../ports/Database.ts"
 import type { AdmittedDestination } from "./admission.ts"
 import type { MessageEventsShape, StoredMessage } from "./events.ts"
-import type { PreparedMessage } from "./prepare.ts"
+import { type BatchDestination, batchParameters, KeptBatch } from "./batch-parameters.ts"
+import type { PreparedMessage, ReadyMessage } from "./prepare.ts"
 
 /** A message ready to store: authenticated, parsed, its row encoded, and where its copies go. */
-export interface Prepared {
+export interface Prepared<M extends ReadyMessage = ReadyMessage> {
   /** One per address, in RCPT order. */
   readonly destinations: ReadonlyArray<AdmittedDestination>
-  readonly message: PreparedMessage
+  readonly message: M
   /** When it was received (the row says the same). */
   readonly at: Date
 }
@@ -50,32 +53,13 @@ interface Answer {
   readonly balances: ReadonlyArray<number>
 }
 
-/**
- * The call's two parameters. The JSON: the small destinations first (admission reads them), where
- * each message's bytes start in the blob, then the rows as encoded, joined as bytes and decoded
- * once (one string per batch on the event loop, not one per message). The blob: the messages'
- * bytes, one after another.
- */
-export const batchParameters = (batch: ReadonlyArray<Prepared>): [string, Buffer] => {
-  const bases: Array<number> = []
-  let size = 0
-  for (const p of batch) {
-    bases.push(size)
-    size += p.message.bytes.byteLength
-  }
-  const head = `{"price":${PRICE_PER_MESSAGE_TZS},"destinations":${
-    JSON.stringify(batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt }))))
-  },"bases":${JSON.stringify(bases)},"messages":[`
-  const parts: Array<Uint8Array> = [Buffer.from(head)]
-  batch.forEach((p, i) => {
-    if (i > 0) parts.push(COMMA)
-    parts.push(p.message.row)
-  })
-  parts.push(TAIL)
-  return [Buffer.concat(parts).toString("utf8"), Buffer.concat(batch.map((p) => p.message.bytes), size)]
-}
-const COMMA = Buffer.from(",")
-const TAIL = Buffer.from("]}")
+/** Each message's copies as the call reads them. */
+const destinationsOf = (batch: ReadonlyArray<Prepared>): Array<Array<BatchDestination>> =>
+  batch.map((p) => p.destinations.map((r) => ({ address_id: r.addressId, rcpt: r.rcpt })))
+
+/** The call's two parameters, from messages in hand (./batch-parameters.ts). */
+export const parametersOf = (batch: ReadonlyArray<Prepared<PreparedMessage>>): [string, Buffer] =>
+  batchParameters(PRICE_PER_MESSAGE_TZS, destinationsOf(batch), batch.map((p) => p.message))
 
 /** What a commit did: one outcome per message, in order, and the balances it left. */
 export interface Committed {
@@ -125,7 +109,13 @@ const answerOf = <A>(value: A | string): A => (typeof value === "string" ? JSON.
 
 /** `SELECT <fn>(batch, blob) AS answer` with the batch's two parameters, as the adapter sends bytes best. */
 const batchCall = (db: DatabaseShape, fn: "ingest_batch_bytes" | "ingest_batch_alone", batch: ReadonlyArray<Prepared>) => {
-  const [json, bytes] = batchParameters(batch)
+  const text = `SELECT ${fn}($1::jsonb, $2::bytea) AS answer`
+  if (batch.some((p) => "kept" in p.message)) {
+    // Some rows and bytes are on PGlite's thread: it builds both parameters there.
+    const messages = batch.map(({ message: m }) => ("kept" in m ? { kept: m.kept } : { row: m.row, bytes: m.bytes }))
+    return db.query<{ answer: unknown }>(text, [new KeptBatch(PRICE_PER_MESSAGE_TZS, destinationsOf(batch), messages)])
+  }
+  const [json, bytes] = parametersOf(batch as ReadonlyArray<Prepared<PreparedMessage>>)
   // The batch's bytes were made for this statement alone: handed over, not copied.
   const blob = db.bytea(2, bytes, true)
   return db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])

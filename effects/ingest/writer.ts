@@ -36,6 +36,7 @@ import { Database, type DatabaseShape, type DbError } from "../ports/Database.ts
 import { freeBytes } from "../shared/free-bytes.ts"
 import { MessageEvents, type StoredMessage } from "./events.ts"
 import { Recipients } from "./recipients.ts"
+import { batchBytesOf } from "./batch-parameters.ts"
 import { busyAddresses } from "./busy-addresses.ts"
 import { commitAlone, commitBatch, type Committed, type Outcome, type Prepared } from "./store.ts"
 
@@ -167,16 +168,20 @@ export const makeIngestWriter = (options: { readonly lingerMs?: number } = {}) =
 
   /** The messages' bytes of a batch travel as one parameter: at most the engine's cap of them per commit. */
   const batchBytes = batchBytesFor(db.dialect)
-  const bytesOf = (job: Job) => job.prepared.message.bytes.byteLength
+  const bytesOf = (job: Job) => batchBytesOf(job.prepared.message)
 
   // Whatever happens to a batch (a defect, an interruption at shutdown), no sender waits forever.
-  // Then, every sender answered and no retry left, the messages' bytes and rows are freed.
+  // Then, every sender answered and no retry left, the messages' bytes and rows are freed (or
+  // PGlite's thread, which keeps them, is told it may).
   const settle = (jobs: ReadonlyArray<Job>) =>
     Effect.forEach(jobs, (job) => Deferred.interrupt(job.done), { discard: true }).pipe(
       Effect.andThen(Effect.sync(() => {
-        for (const { prepared } of jobs) {
-          freeBytes(prepared.message.bytes)
-          freeBytes(prepared.message.row)
+        for (const { prepared: { message } } of jobs) {
+          if ("kept" in message) message.release()
+          else {
+            freeBytes(message.bytes)
+            freeBytes(message.row)
+          }
         }
       })),
     )

@@ -14,11 +14,13 @@
  * If the thread dies, every statement waiting for it fails, and so does every later one: the
  * database is gone and /readyz says so.
  */
-import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
+import { MessageChannel, Worker } from "node:worker_threads"
 import type { Row } from "../../effects/ports/Database.ts"
 import type { ConnectionSource, Reserved } from "./connection.ts"
 import { byteaInBinary } from "./pg-wire.ts"
 import type { PgliteOptions } from "./pglite.ts"
+import { KeptBatch } from "../../effects/ingest/batch-parameters.ts"
+import type { HostPort } from "../ingest/prepare-host.ts"
 import { siblingModule } from "../module-url.ts"
 
 const WORKER_URL = siblingModule("./pglite-worker.ts", import.meta.url)
@@ -37,10 +39,11 @@ export interface PgliteThread {
   readonly listen: (channel: string, onPayload: (payload: string) => void) => Promise<() => Promise<void>>
   readonly close: () => Promise<void>
   /**
-   * A new port whose prepare jobs this thread serves beside the database (src/ingest/prepare-host.ts);
+   * A new port whose prepare jobs this thread serves beside the database (src/ingest/prepare-host.ts),
+   * keeping what they prepared for the statements that name it by `key` (src/ingest/kept-messages.ts);
    * undefined once the thread is gone. The port closes when the thread does.
    */
-  readonly preparePort: () => MessagePort | undefined
+  readonly preparePort: () => HostPort | undefined
 }
 
 /**
@@ -68,6 +71,7 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
     const listeners = new Map<string, (payload: string) => void>()
     let nextId = 0
     let nextTx = 0
+    let nextPortKey = 0
     let gone: Error | undefined
     let opened = false
 
@@ -103,6 +107,8 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
     worker.on("exit", (code) => fail(new Error(`the embedded database's thread exited with code ${code}`)))
 
     const query = (text: string, params?: ReadonlyArray<unknown>, tx?: number) => {
+      // An ingest batch naming messages kept on the thread: the thread builds its parameters.
+      if (params?.[0] instanceof KeptBatch) return ask({ op: "query", text, kept: params[0], tx }) as Promise<Array<Row>>
       const moved = params?.filter((p): p is HandedOver => p instanceof HandedOver) ?? []
       if (moved.length === 0) return ask({ op: "query", text, params, tx }) as Promise<Array<Row>>
       return ask(
@@ -137,8 +143,9 @@ export const openPgliteThread = (options: PgliteOptions, workerUrl: URL = WORKER
       preparePort: () => {
         if (gone) return undefined
         const { port1, port2 } = new MessageChannel()
-        worker.postMessage({ op: "serve-prepare", port: port2 }, [port2])
-        return port1
+        const key = nextPortKey++
+        worker.postMessage({ op: "serve-prepare", port: port2, key }, [port2])
+        return { port: port1, key }
       },
       listen: async (channel, onPayload) => {
         listeners.set(channel, onPayload)

@@ -4,10 +4,12 @@
  * Effect); the in-process adapter (./pglite.ts) does the opening, locking and serialising.
  *
  * Messages on the port:
- *   in  {id, op: "query", text, params, tx?} | {id, op: "exec", script, tx?}
+ *   in  {id, op: "query", text, params | kept, tx?} | {id, op: "exec", script, tx?}
+ *       (`kept`: an ingest batch naming messages kept here, effects/ingest/batch-parameters.ts)
  *       | {op: "reserve", tx} | {op: "release", tx}   (one-way: the main thread names `tx` itself)
  *       | {id, op: "listen" | "unlisten", channel} | {id, op: "close"}
- *       | {op: "serve-prepare", port}   (one-way: prepare jobs served on `port`, src/ingest/prepare-host.ts)
+ *       | {op: "serve-prepare", port, key}   (one-way: prepare jobs served on `port`, what they
+ *         prepared kept here under `key`, src/ingest/prepare-host.ts)
  *   out {ready: true} | {ready: false, error} (once, after opening)
  *       {id, ok: true, value} | {id, ok: false, error: {message, code?, constraint?, …}}
  *       {notify: channel, payload} (posted before the answer of the statement that committed it)
@@ -16,17 +18,26 @@ import { type MessagePort, parentPort, workerData } from "node:worker_threads"
 import { openPglite, type PgliteOptions } from "./pglite.ts"
 import type { Reserved } from "./connection.ts"
 import { freeBytes } from "../../effects/shared/free-bytes.ts"
+import type { KeptBatch } from "../../effects/ingest/batch-parameters.ts"
+import { keptBatchParameters } from "../ingest/kept-messages.ts"
 
 const port = parentPort!
 
 type Request =
-  | { readonly id: number; readonly op: "query"; readonly text: string; readonly params?: ReadonlyArray<unknown>; readonly tx?: number }
+  | {
+    readonly id: number
+    readonly op: "query"
+    readonly text: string
+    readonly params?: ReadonlyArray<unknown>
+    readonly kept?: KeptBatch
+    readonly tx?: number
+  }
   | { readonly id: number; readonly op: "exec"; readonly script: string; readonly tx?: number }
   | { readonly op: "reserve"; readonly tx: number }
   | { readonly op: "release"; readonly tx: number }
   | { readonly id: number; readonly op: "listen" | "unlisten"; readonly channel: string }
   | { readonly id: number; readonly op: "close" }
-  | { readonly op: "serve-prepare"; readonly port: MessagePort }
+  | { readonly op: "serve-prepare"; readonly port: MessagePort; readonly key: number }
 
 /** What a driver error carries that the Database port reads (SQLSTATE, constraint), cloneable. */
 export const errorFields = (e: unknown): Record<string, unknown> => {
@@ -50,8 +61,15 @@ try {
 
   const run = async (m: Exclude<Request, { readonly op: "reserve" | "release" | "serve-prepare" }>): Promise<unknown> => {
     switch (m.op) {
-      case "query":
-        return m.tx === undefined ? source.query(m.text, m.params) : (await reserved(m.tx)).connection.query(m.text, m.params)
+      case "query": {
+        // Built here, when the statement is run: its rows and bytes are here already.
+        const params = m.kept ? keptBatchParameters(m.kept) : m.params
+        try {
+          return await (m.tx === undefined ? source.query(m.text, params) : (await reserved(m.tx)).connection.query(m.text, params))
+        } finally {
+          if (m.kept) freeBytes(params![1] as Uint8Array)
+        }
+      }
       case "exec":
         return m.tx === undefined ? source.exec(m.script) : (await reserved(m.tx)).connection.exec(m.script)
       case "listen":
@@ -71,13 +89,13 @@ try {
 
   /** The ports whose prepare jobs this thread serves (src/ingest/prepare-host.ts); undefined once it stopped. */
   let preparePorts: Set<MessagePort> | undefined = new Set()
-  const servePrepareHere = (prepare: MessagePort) => {
+  const servePrepareHere = (prepare: MessagePort, key: number) => {
     if (!preparePorts) return prepare.close()
     if (preparePorts.size === 0) process.on("uncaughtException", stopPreparing)
     preparePorts.add(prepare)
     // Loaded with the first message to prepare: a process that takes no mail never loads it. If it
     // cannot load, the port closes and the main thread fails the jobs it sent (src/ingest/prepare-pool.ts).
-    import("../ingest/prepare-serve.ts").then(({ servePrepare }) => servePrepare(prepare), () => prepare.close())
+    import("../ingest/prepare-serve.ts").then(({ servePrepare }) => servePrepare(prepare, key), () => prepare.close())
   }
   /**
    * An exception nothing caught, once this thread prepares mail too: the likeliest thrower is that
@@ -98,7 +116,7 @@ try {
   port.on("message", (m: Request) => {
     // A reservation takes the adapter's lock in arrival order, like every plain statement.
     if (m.op === "reserve") return void txs.set(m.tx, source.reserve())
-    if (m.op === "serve-prepare") return servePrepareHere(m.port)
+    if (m.op === "serve-prepare") return servePrepareHere(m.port, m.key)
     if (m.op === "release") {
       const r = txs.get(m.tx)
       txs.delete(m.tx)

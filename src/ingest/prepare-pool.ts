@@ -6,7 +6,8 @@
  *
  * - Where the process already runs a thread that can take the work (PGlite's, ./prepare-host.ts),
  *   in-memory mail goes there, through a port, instead of to threads of the pool's own; spooled
- *   mail still goes to those (started with the first such message).
+ *   mail still goes to those (started with the first such message). PGlite's thread keeps what
+ *   it prepared for the statement that stores it, and the answer is a `KeptMessage`.
  * - A job goes to the thread with the fewest jobs in flight; in-memory bytes are transferred
  *   (never copied again), a spooled message travels as its file's path. The jobs of one turn of
  *   the event loop go to a thread in one post (./turn-posts.ts).
@@ -21,7 +22,7 @@
  */
 import { Cause, Context, Effect, Exit, Layer } from "effect"
 import { type MessagePort, Worker } from "node:worker_threads"
-import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
+import type { KeptMessage, MessageSummary, PreparedMessage, PrepareJob, ReadyMessage } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer, type MessagePreparerShape, warnAuthFailure } from "../../effects/ingest/preparer.ts"
 import { Dns } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../config.ts"
@@ -30,13 +31,16 @@ import { PrepareHost } from "./prepare-host.ts"
 import { turnPosts, type TurnPosts } from "./turn-posts.ts"
 
 type Outcome =
-  | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage }
+  | { readonly t: "done"; readonly id: number; readonly ok: true; readonly value: PreparedMessage | KeptSummary }
   | { readonly t: "done"; readonly id: number; readonly ok: false; readonly message: string }
 type Question = { readonly t: "dns"; readonly q: number; readonly name: string; readonly rrtype: string }
 /** From a host whose thread caught an exception nothing else did (src/db/pglite-worker.ts); its port closes next. */
 type Lost = { readonly t: "lost"; readonly message: string }
 
-type Resume = (effect: Effect.Effect<PreparedMessage>) => void
+/** What a host that keeps its messages (./kept-messages.ts) answers for one. */
+type KeptSummary = MessageSummary & { readonly byteLength: number }
+
+type Resume = (effect: Effect.Effect<ReadyMessage>) => void
 
 interface Thread {
   /** A thread of the pool's own, or a port to the host's (./prepare-host.ts). */
@@ -44,6 +48,11 @@ interface Thread {
   readonly jobs: Map<number, Resume>
   /** Jobs go in one post per turn of the event loop (./turn-posts.ts). */
   readonly posts: TurnPosts<{ readonly id: number; readonly job: PrepareJob }>
+  /** Set for a host that keeps what it prepared (./prepare-host.ts `HostPort`): its messages are `KeptMessage`s. */
+  readonly key?: number
+  /** Kept messages let go of since the last post (one post per turn). */
+  readonly forgets: Array<number>
+  lost: boolean
 }
 
 const WORKER_URL = siblingModule("./prepare-worker.ts", import.meta.url)
@@ -83,15 +92,35 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
         const at = pool.indexOf(thread)
         if (at >= 0) pool.splice(at, 1)
         if (thread === hosted) hosted = undefined
+        thread.lost = true
         thread.posts.clear()
         for (const resume of thread.jobs.values()) resume(Effect.die(reason))
         thread.jobs.clear()
       }
 
-      /** A thread of the pool's own (a Worker), or the host's behind its port. */
-      const connect = (worker: Worker | MessagePort): Thread => {
+      /** The kept message `id` of `thread` may go: told in one post with the others of this turn. */
+      const forget = (thread: Thread, id: number) => {
+        if (thread.lost) return
+        if (thread.forgets.length === 0) {
+          queueMicrotask(() => {
+            const ids = thread.forgets.splice(0)
+            if (!thread.lost) thread.worker.postMessage({ t: "forget", ids })
+          })
+        }
+        thread.forgets.push(id)
+      }
+
+      /** The message a host that keeps it answered: its summary, named by the host's key and its id. */
+      const keptMessage = (thread: Thread, id: number, summary: KeptSummary): KeptMessage => ({
+        ...summary,
+        kept: { key: thread.key!, id },
+        release: () => forget(thread, id),
+      })
+
+      /** A thread of the pool's own (a Worker), or the host's behind its port (`key`: it keeps its messages). */
+      const connect = (worker: Worker | MessagePort, key?: number): Thread => {
         const posts = turnPosts<{ readonly id: number; readonly job: PrepareJob }>((jobs, transfer) => worker.postMessage({ t: "jobs", jobs }, transfer))
-        const thread: Thread = { worker, jobs: new Map(), posts }
+        const thread: Thread = { worker, jobs: new Map(), posts, forgets: [], lost: false, ...(key === undefined ? {} : { key }) }
         worker.on("message", (m: Outcome | Question | Lost) => {
           if (m.t === "dns") return void answer(thread, m)
           if (m.t === "lost") {
@@ -100,8 +129,9 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
           }
           const resume = thread.jobs.get(m.id)
           thread.jobs.delete(m.id)
-          if (!resume) return
-          if (m.ok) return resume(warnAuthFailure(m.value))
+          const kept = m.ok && thread.key !== undefined ? keptMessage(thread, m.id, m.value as KeptSummary) : undefined
+          if (!resume) return kept?.release()
+          if (m.ok) return resume(warnAuthFailure(kept ?? (m.value as PreparedMessage)))
           resume(Effect.die(new Error(m.message)))
         })
         if (worker instanceof Worker) {
@@ -130,8 +160,8 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       const pick = (job: PrepareJob): Thread => {
         if (job.source._tag === "Memory" && !hostGone) {
           if (hosted) return hosted
-          const port = host.openPort()
-          if (port) return (hosted = connect(port))
+          const opened = host.openPort()
+          if (opened) return (hosted = connect(opened.port, opened.key))
           hostGone = true
         }
         let best: Thread | undefined
@@ -153,7 +183,7 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
       )
 
       const prepare = (job: PrepareJob) =>
-        Effect.callback<PreparedMessage>((resume) => {
+        Effect.callback<ReadyMessage>((resume) => {
           if (closed) return resume(Effect.die(new Error("prepare workers stopped")))
           const thread = pick(job)
           const id = nextId++

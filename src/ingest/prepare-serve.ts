@@ -6,9 +6,14 @@
  * keeps the TTL cache of the process, and the answers are kept here for as long as that cache said
  * they may be; so are the verdicts of unsigned mail that rest on them (effects/ingest/verdicts.ts).
  *
+ * Served with a `key` (on PGlite's thread), each prepared message's row and bytes stay on this
+ * thread for the statement that stores it (./kept-messages.ts), and only its summary goes back.
+ *
  * Messages on the port: in  {t: "jobs", jobs: [{id, job}]} | {t: "dns", q, ok, records | code, message}
+ *                           | {t: "forget", ids}   (kept messages no statement will name again)
  *                       out {t: "done", id, ok, value | message} | {t: "dns", q, name, rrtype}
- *                       (a dns answer also carries keepMs)
+ *                       (a dns answer also carries keepMs; a kept message's value is its
+ *                       summary and `byteLength`)
  */
 import type { DNSResolver } from "mailauth"
 import type { MessagePort } from "node:worker_threads"
@@ -17,6 +22,7 @@ import { type PrepareJob, prepareMessage } from "../../effects/ingest/prepare.ts
 import { freeBytes } from "../../effects/shared/free-bytes.ts"
 import { type KeptResolver, makeVerdictMemo } from "../../effects/ingest/verdicts.ts"
 import { jobQueue } from "./job-queue.ts"
+import { forget, forgetPort, keptFor } from "./kept-messages.ts"
 
 /** A resolver failure as mailauth reads it (`code`), built without a stack: negative answers are common. */
 const dnsFailure = (code: string, message: string): Error => {
@@ -33,6 +39,7 @@ type Answer =
 
 type Incoming =
   | { readonly t: "jobs"; readonly jobs: ReadonlyArray<{ readonly id: number; readonly job: PrepareJob }> }
+  | { readonly t: "forget"; readonly ids: ReadonlyArray<number> }
   | ({ readonly t: "dns"; readonly q: number; readonly keepMs: number } & Answer)
 
 const MAX_KEPT = 10_000
@@ -50,8 +57,10 @@ const keyOf = (name: string, rrtype: string) => `${rrtype} ${name.toLowerCase()}
  */
 const RUNNING_MAX = 2
 
-/** Serves the prepare jobs posted on `port` until it closes. */
-export const servePrepare = (port: MessagePort): void => {
+/** Serves the prepare jobs posted on `port` until it closes; with `key`, keeps what it prepared here (./kept-messages.ts). */
+export const servePrepare = (port: MessagePort, key?: number): void => {
+  const keptHere = key === undefined ? undefined : keptFor(key)
+  if (key !== undefined) port.on("close", () => forgetPort(key))
   /** Answers the main thread gave, each kept only as long as its cache keeps it (`keepMs`). */
   const kept = new Map<string, { readonly until: number; readonly answer: Answer }>()
 
@@ -78,8 +87,15 @@ export const servePrepare = (port: MessagePort): void => {
   const jobs = jobQueue<{ readonly id: number; readonly job: PrepareJob }>(RUNNING_MAX, ({ id, job }) =>
     // The job's bytes were moved here and are read by nobody once it is prepared.
     prepareMessage(job, resolver, verdicts).finally(() => freeBytes(job.source._tag === "Memory" ? job.source.bytes : undefined)).then(
-      // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
-      (value) => port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer]),
+      (value) => {
+        if (!keptHere) {
+          // The row and the message's bytes are handed over, not copied (the bytes are most of a large message).
+          return port.postMessage({ t: "done", id, ok: true, value }, [value.row.buffer as ArrayBuffer, value.bytes.buffer as ArrayBuffer])
+        }
+        const { row, bytes, ...summary } = value
+        keptHere.set(id, { row, bytes })
+        port.postMessage({ t: "done", id, ok: true, value: { ...summary, byteLength: bytes.byteLength } })
+      },
       (e: unknown) => port.postMessage({ t: "done", id, ok: false, message: e instanceof Error ? e.message : String(e) }),
     )
   )
@@ -97,6 +113,7 @@ export const servePrepare = (port: MessagePort): void => {
       }
       return settle(m, waiting.resolve, waiting.reject)
     }
+    if (m.t === "forget") return forget(key!, m.ids)
     for (const job of m.jobs) jobs.add(job)
   })
 }

@@ -13,7 +13,8 @@ import * as path from "node:path"
 import { Effect } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { batchParameters, type Prepared } from "../../effects/ingest/store.ts"
+import type { PreparedMessage } from "../../effects/ingest/prepare.ts"
+import { parametersOf, type Prepared } from "../../effects/ingest/store.ts"
 import { Database } from "../../effects/ports/Database.ts"
 import { migrationsDir } from "../../src/db/migrate.ts"
 import { createAccount } from "../support/accounts.ts"
@@ -36,7 +37,7 @@ const html = plainMessage({ extra: "X-Test: html" }).replace("text/plain", "text
 const bodies = [plainMessage({ body: "Habari\r\nza asubuhi" }), withAttachment, html]
 
 /** The message as received over TLS (the session facts its row records). */
-const overTls = (p: Prepared): Prepared => {
+const overTls = (p: Prepared<PreparedMessage>): Prepared<PreparedMessage> => {
   const row = JSON.parse(new TextDecoder().decode(p.message.row))
   const tls = new TextEncoder().encode(JSON.stringify({ ...row, tls: { protocol: "TLSv1.3", cipher: "TLS_AES_256_GCM_SHA384" } }))
   return { ...p, message: { ...p.message, row: tls } }
@@ -64,7 +65,7 @@ const numbering = () => {
  * `fn` called with `batch` after the wallets are set to `balances`; what it answered and wrote,
  * read in its transaction, which is then rolled back.
  */
-const outcome = (fn: string, batch: ReadonlyArray<Prepared>, balances: ReadonlyMap<number, number>, addressIds: ReadonlyArray<number>) =>
+const outcome = (fn: string, batch: ReadonlyArray<Prepared<PreparedMessage>>, balances: ReadonlyMap<number, number>, addressIds: ReadonlyArray<number>) =>
   Effect.gen(function*() {
     const db = yield* Database
     const users = [...balances.keys()]
@@ -73,7 +74,7 @@ const outcome = (fn: string, batch: ReadonlyArray<Prepared>, balances: ReadonlyM
       const [marks] = yield* db.query<{ m: string; x: string; l: string }>(
         "SELECT (SELECT coalesce(max(id), 0) FROM inbound_messages)::text AS m, (SELECT coalesce(max(id), 0) FROM inbound_mime)::text AS x, (SELECT coalesce(max(id), 0) FROM ledger_entries)::text AS l",
       )
-      const [json, bytes] = batchParameters(batch)
+      const [json, bytes] = parametersOf(batch)
       const blob = db.bytea(2, bytes)
       const [row] = yield* db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
       const answer = (typeof row!.answer === "string" ? JSON.parse(row!.answer) : row!.answer) as {

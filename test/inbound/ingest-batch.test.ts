@@ -11,6 +11,7 @@ import { Deferred, Effect, Fiber } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../effects/apikeys/service.ts"
 import { MessageEvents } from "../../effects/ingest/events.ts"
+import type { PreparedMessage } from "../../effects/ingest/prepare.ts"
 import { commitAlone, commitBatch, type Prepared } from "../../effects/ingest/store.ts"
 import { batchBytesFor, bySize, IngestWriter, LINGER_BELOW, lingerFor, makeIngestWriter } from "../../effects/ingest/writer.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -60,7 +61,7 @@ const withAttachment = messageWithPdf()
  * stored subject as is, past the text rules (a way to make one row unstorable).
  */
 const prepared = (raw: string, copies: ReadonlyArray<{ id: number; userId: number; email: string }>, subject?: string) =>
-  Effect.promise(async (): Promise<Prepared> => {
+  Effect.promise(async (): Promise<Prepared<PreparedMessage>> => {
     const p = await preparedFor(raw, copies)
     if (subject === undefined) return p
     const row = new TextEncoder().encode(JSON.stringify({ ...JSON.parse(new TextDecoder().decode(p.message.row)), subject }))
@@ -446,7 +447,7 @@ describe("the writer's memory", () => {
  * the others arrive meanwhile and gather in the mailbox. Then the holder lets go. Answers what
  * each submit answered, and the engine.
  */
-const gatheredWhileHeld = (a: Awaited<ReturnType<typeof account>>, ready: ReadonlyArray<Prepared>) =>
+const gatheredWhileHeld = (a: Awaited<ReturnType<typeof account>>, ready: ReadonlyArray<Prepared<PreparedMessage>>) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* Database
     const writer = yield* makeIngestWriter()

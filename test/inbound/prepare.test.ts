@@ -13,12 +13,13 @@ import * as path from "node:path"
 import { describe, expect, inject, it } from "vitest"
 import { authenticate as mailauth } from "mailauth"
 import { authenticate, unsignedHeaders } from "../../effects/ingest/authenticate.ts"
-import type { PreparedMessage, PrepareJob } from "../../effects/ingest/prepare.ts"
+import { batchParameters, KeptBatch } from "../../effects/ingest/batch-parameters.ts"
+import type { KeptMessage, PreparedMessage, PrepareJob, ReadyMessage } from "../../effects/ingest/prepare.ts"
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
 import { bySize, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
-import { PrepareHost, type PrepareHostShape } from "../../src/ingest/prepare-host.ts"
+import { type HostPort, PrepareHost, type PrepareHostShape } from "../../src/ingest/prepare-host.ts"
 import { servePrepare } from "../../src/ingest/prepare-serve.ts"
 import { openPgliteThread } from "../../src/db/pglite-thread.ts"
 import { MessageChannel, type MessagePort } from "node:worker_threads"
@@ -68,8 +69,15 @@ const job = (raw: Uint8Array, over: Partial<PrepareJob> = {}): PrepareJob => ({
 const withPreparer = <A>(layer: Layer.Layer<MessagePreparer>, f: (p: MessagePreparer["Service"]) => Effect.Effect<A, unknown>) =>
   Effect.runPromise(MessagePreparer.use(f).pipe(Effect.provide(layer)))
 
+/** A message whose row and bytes came back (every preparer but one whose host keeps them answers so). */
+const inHand = (m: ReadyMessage | undefined): PreparedMessage => {
+  if (!m || "kept" in m) throw new Error("expected the message's row and bytes in hand")
+  return m
+}
+
 /** A prepared message's row, and its pieces read from its bytes where the row says they are. */
-const opened = (prepared: PreparedMessage) => {
+const opened = (message: ReadyMessage) => {
+  const prepared = inHand(message)
   const row = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(prepared.row))
   const piece = ([at, n]: [number, number]) => Buffer.from(prepared.bytes.buffer, prepared.bytes.byteOffset + at, n)
   return {
@@ -151,13 +159,13 @@ describe("a prepare thread", () => {
         "",
       ].join("\r\n"),
     )
-    const [prepared] = await withPreparer(MessagePreparer.inProcess.pipe(Layer.provide(dns.layer)), (p) => Effect.all([p.prepare(job(mail))]))
+    const prepared = inHand((await withPreparer(MessagePreparer.inProcess.pipe(Layer.provide(dns.layer)), (p) => p.prepare(job(mail)))))
     // Transferable as they are: each buffer is exactly the row or the bytes, no pooled slab around it.
-    for (const bytes of [prepared!.row, prepared!.bytes]) {
+    for (const bytes of [prepared.row, prepared.bytes]) {
       expect(bytes.byteOffset).toBe(0)
       expect(bytes.buffer.byteLength).toBe(bytes.byteLength)
     }
-    const { row, raw, text, html, part } = opened(prepared!)
+    const { row, raw, text, html, part } = opened(prepared)
     expect(row.subject).toBe("Ankara “ya” mwezi — €5 🙂")
     expect(row.from_addr).toBe("Zuhôr ✓ <zuhor@sender.example>")
     expect(text).toBe('Habari "quoted" \\ backslash\ttab, ünïcödé ✓')
@@ -167,7 +175,7 @@ describe("a prepare thread", () => {
     expect(row.parts[0]).toMatchObject({ filename: "ankara✓.pdf", content_type: "application/pdf", size: pdf.length, position: 0 })
     expect(part(0).equals(pdf)).toBe(true)
     // Every byte is one piece's: trace and body, the part, the text, in that order.
-    expect(prepared!.bytes.byteLength).toBe(raw.length + pdf.length + Buffer.byteLength(text))
+    expect(prepared.bytes.byteLength).toBe(raw.length + pdf.length + Buffer.byteLength(text))
   })
 
   it("asks the main thread's Dns once per name while the answer may be kept, and every time when it may not", async () => {
@@ -298,7 +306,7 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
 
 describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
   /** A host over `open`, counting the ports it opened. */
-  const counted = (open: () => MessagePort | undefined) => {
+  const counted = (open: () => HostPort | undefined) => {
     const host = { opened: 0, openPort: () => (host.opened++, open()) }
     return host
   }
@@ -310,26 +318,75 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
       const channel = new MessageChannel()
       servePrepare(channel.port2)
       ends.push(channel.port2)
-      return channel.port1
+      return { port: channel.port1 }
     })
     return Object.assign(host, { ends })
   }
   const pgliteThread = (workerUrl?: URL) => openPgliteThread({ loadDataDir: new Blob([fs.readFileSync(inject("pgliteTemplate"))]) }, workerUrl)
 
-  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite's thread prepares the very rows the event loop does, its DNS through the main thread's port", async () => {
+  /** What a batch call would get as its two parameters: the JSON as text, the blob as hex. */
+  const BATCH_PARAMETERS = "SELECT $1::jsonb::text AS json, encode($2::bytea, 'hex') AS blob"
+  const destinations = [[{ address_id: 1, rcpt: "a@inbox.localhost" }], [{ address_id: 2, rcpt: "b@inbox.localhost" }], []]
+
+  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("PGlite's thread prepares the very rows the event loop does and keeps them for the statement, its DNS through the main thread's port", async () => {
     const thread = await pgliteThread()
     try {
       const dns = stubDns({ ms: 60_000 })
       const mails = [plain, fixture("plain_emails/raw_email.eml"), fixture("attachment_emails/attachment_content_disposition.eml")]
       const host = counted(thread.preparePort)
-      const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
-        withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach(mails, (m) => p.prepare(job(m))))
-      const hosted = await rows(onHost(host))
+      const onLoop = (await withPreparer(MessagePreparer.inProcess.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach(mails, (m) => p.prepare(job(m))))).map(inHand)
+      const [expected] = await thread.source.query(BATCH_PARAMETERS, batchParameters(5, destinations, onLoop))
+      const { kept, built } = await withPreparer(onHost(host).pipe(Layer.provide(dns.layer)), (p) =>
+        Effect.gen(function*() {
+          const kept = (yield* Effect.forEach(mails, (m) => p.prepare(job(m)))).map((m) => {
+            if (!("kept" in m)) throw new Error("expected the message kept on PGlite's thread")
+            return m
+          })
+          // The thread builds the parameters from what it kept; one message in hand goes beside them.
+          const messages = [{ kept: kept[0]!.kept }, { row: onLoop[1]!.row, bytes: onLoop[1]!.bytes }, { kept: kept[2]!.kept }]
+          const built = yield* Effect.promise(() => thread.source.query(BATCH_PARAMETERS, [new KeptBatch(5, destinations, messages)]))
+          return { kept, built }
+        }))
       expect(host.opened).toBe(1)
       expect(dns.asked.length).toBeGreaterThan(0)
-      expect(hosted).toEqual(await rows(MessagePreparer.inProcess))
+      expect(built).toEqual([expected])
+      // Only the summary came back, the same as the event loop's.
+      kept.forEach((m, i) => {
+        const { row: _row, bytes, ...summary } = onLoop[i]!
+        expect(m).toMatchObject({ ...summary, byteLength: bytes.byteLength })
+      })
       // The database goes on answering beside it.
       expect(await thread.source.query("SELECT 1 AS one")).toEqual([{ one: 1 }])
+    } finally {
+      await thread.close()
+    }
+  })
+
+  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)("a kept message that was let go, or whose port closed, is gone: a statement naming it fails", async () => {
+    const thread = await pgliteThread()
+    try {
+      const dns = stubDns({ ms: 60_000 })
+      const naming = (...refs: Array<KeptMessage>) => thread.source.query(BATCH_PARAMETERS, [new KeptBatch(5, refs.map(() => []), refs.map((m) => ({ kept: m.kept })))])
+      // Letting go travels on the prepare port, which the database's statements do not wait for: asked until it failed.
+      const failureNaming = async (m: KeptMessage) => {
+        for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 10))) {
+          const error = await naming(m).then(() => undefined, (e: Error) => e)
+          if (error) return error
+        }
+      }
+      const left = await withPreparer(onHost(counted(thread.preparePort)).pipe(Layer.provide(dns.layer)), (p) =>
+        Effect.gen(function*() {
+          const [a, b] = (yield* Effect.forEach([plain, plain], (m) => p.prepare(job(m)))) as Array<KeptMessage>
+          expect(yield* Effect.promise(() => naming(a!, b!))).toHaveLength(1)
+          // A retry may name them again, until they are let go.
+          expect(yield* Effect.promise(() => naming(a!))).toHaveLength(1)
+          a!.release()
+          expect((yield* Effect.promise(() => failureNaming(a!)))?.message).toMatch(/no longer kept/)
+          expect(yield* Effect.promise(() => naming(b!))).toHaveLength(1)
+          return b!
+        }))
+      // The preparer stopped and closed its port: what it kept went with it.
+      expect((await failureNaming(left))?.message).toMatch(/no longer kept/)
     } finally {
       await thread.close()
     }
@@ -353,7 +410,7 @@ describe("on a thread the process already runs (PrepareHost: PGlite's)", () => {
       expect(await thread.source.query("SELECT 1 AS one")).toEqual([{ one: 1 }])
       // A port asked for later is closed at once: that thread prepares no more.
       const late = thread.preparePort()!
-      await new Promise<void>((resolve) => late.on("close", () => resolve()))
+      await new Promise<void>((resolve) => late.port.on("close", () => resolve()))
     } finally {
       await thread.close()
     }

@@ -7,7 +7,7 @@
  */
 import { Clock, Effect } from "effect"
 import { MessageEvents, type StoredMessage } from "../../effects/ingest/events.ts"
-import { prepareMessage } from "../../effects/ingest/prepare.ts"
+import { prepareMessage, type PreparedMessage } from "../../effects/ingest/prepare.ts"
 import type { Prepared } from "../../effects/ingest/store.ts"
 import type { KeptResolver } from "../../effects/ingest/verdicts.ts"
 import { Database } from "../../effects/ports/Database.ts"
@@ -84,7 +84,7 @@ export const noRecords: KeptResolver = async () => {
 }
 
 /** A message as the ingest writer gets it, prepared as the MX prepares it, for the given address copies. */
-export const preparedFor = async (raw: string | Uint8Array, copies: ReadonlyArray<{ id: number; userId: number; email: string }>): Promise<Prepared> => {
+export const preparedFor = async (raw: string | Uint8Array, copies: ReadonlyArray<{ id: number; userId: number; email: string }>): Promise<Prepared<PreparedMessage>> => {
   const at = Date.now()
   const message = await prepareMessage({
     source: { _tag: "Memory", bytes: typeof raw === "string" ? Buffer.from(raw) : new Uint8Array(raw) },
