@@ -107,15 +107,18 @@ const settle = (batch: ReadonlyArray<Prepared>, answer: Answer) => {
 
 const answerOf = <A>(value: A | string): A => (typeof value === "string" ? JSON.parse(value) : value)
 
+const allInHand = (batch: ReadonlyArray<Prepared>): batch is ReadonlyArray<Prepared<PreparedMessage>> =>
+  batch.every((p) => !("kept" in p.message))
+
 /** `SELECT <fn>(batch, blob) AS answer` with the batch's two parameters, as the adapter sends bytes best. */
 const batchCall = (db: DatabaseShape, fn: "ingest_batch_bytes" | "ingest_batch_alone", batch: ReadonlyArray<Prepared>) => {
-  const text = `SELECT ${fn}($1::jsonb, $2::bytea) AS answer`
-  if (batch.some((p) => "kept" in p.message)) {
+  if (!allInHand(batch)) {
     // Some rows and bytes are on PGlite's thread: it builds both parameters there.
     const messages = batch.map(({ message: m }) => ("kept" in m ? { kept: m.kept } : { row: m.row, bytes: m.bytes }))
-    return db.query<{ answer: unknown }>(text, [new KeptBatch(PRICE_PER_MESSAGE_TZS, destinationsOf(batch), messages)])
+    const kept = new KeptBatch(PRICE_PER_MESSAGE_TZS, destinationsOf(batch), messages)
+    return db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, $2::bytea) AS answer`, [kept])
   }
-  const [json, bytes] = parametersOf(batch as ReadonlyArray<Prepared<PreparedMessage>>)
+  const [json, bytes] = parametersOf(batch)
   // The batch's bytes were made for this statement alone: handed over, not copied.
   const blob = db.bytea(2, bytes, true)
   return db.query<{ answer: unknown }>(`SELECT ${fn}($1::jsonb, ${blob.sql}) AS answer`, [json, blob.value])
