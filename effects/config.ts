@@ -79,6 +79,12 @@ export interface Settings {
    */
   readonly ingestLoopBytes: number
   /**
+   * INGEST_REUSED_ON_LOOP: where threads run, a message on a connection that already carried one
+   * is prepared on the event loop, whatever its size. Default: true with a PostgreSQL server,
+   * false on PGlite (src/config.ts `reusedOnLoopFor`).
+   */
+  readonly ingestReusedOnLoop: boolean
+  /**
    * INGEST_BLOB_BYTES: received messages of at least this many bytes keep their body as a file in
    * `DATA_DIR/blobs` instead of the database (effects/ports/MimeBlobs.ts); 0: always in the database.
    * Default: 65536 on PGlite, 0 with a PostgreSQL server.

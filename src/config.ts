@@ -34,7 +34,7 @@ const optionalString = (name: string) =>
  * Prepare threads when INGEST_THREADS is not set. One core stays for the event loop (SMTP, HTTP,
  * commits) and the rest prepare mail, at most 4; on two cores or fewer, one. It starts with the
  * first message sent its way, so the idle RSS does not pay for it; which messages go there is
- * `LOOP_PREPARE_BYTES`'s.
+ * `LOOP_PREPARE_BYTES`'s and `reusedOnLoopFor`'s.
  *
  * On two cores with a PostgreSQL server this was none until 2026-11-27: with every message on the
  * thread, 100 KiB mail peaked 50–120 MiB higher and nothing was faster. With large mail kept on
@@ -70,6 +70,23 @@ export const defaultIngestThreads = (cores: number): number => (cores <= 2 ? 1 :
  * either way (above): under 100 KiB mail the thread never starts.
  */
 export const LOOP_PREPARE_BYTES = 64 * 1024
+
+/**
+ * INGEST_REUSED_ON_LOOP when not set: with a PostgreSQL server, a message that arrives on a
+ * connection that already carried one is prepared on the event loop, whatever its size
+ * (src/ingest/prepare-pool.ts `placed`). Such a sender sends its mail one message after another
+ * and waits for each 250, and the hop to the thread and back (~1.1 ms under load for ~0.07 ms of
+ * work, end of DATA → 250 5.65 ms in all) is on its path. A connection's first message still goes
+ * to the thread: one-message connections arrive in waves, and there the thread keeps the event
+ * loop free for the other sessions (every message on the loop, INGEST_LOOP_BYTES=0: −3 %).
+ * Interleaved pairs on two cores (bench/REPORT.md, MX ingest, thirty-seventh session):
+ * - with PostgreSQL, 2 KiB over 20 reused sessions +8 % and +5.4 % (ten pairs of fourteen faster),
+ *   one message per connection to 20 accounts −1 % (six pairs, within the spread);
+ * - on PGlite, reused sessions +11 %, but one message per connection to 20 accounts −3 %, most of
+ *   it from the preparing code loaded on the event loop (−2 % with that alone). On PGlite the
+ *   reused line has margin to spare and the one-message line none: off there.
+ */
+export const reusedOnLoopFor = (engine: DatabaseShape["dialect"]): boolean => engine === "postgres"
 
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
@@ -126,6 +143,7 @@ const raw = Config.all({
   smtpMemoryBytes: Config.Int("SMTP_MEMORY_BYTES").pipe(Config.withDefault(256 * 1024 * 1024)),
   ingestThreads: Config.option(Config.Int("INGEST_THREADS")),
   ingestLoopBytes: Config.option(Config.Int("INGEST_LOOP_BYTES")),
+  ingestReusedOnLoop: Config.option(Config.Boolean("INGEST_REUSED_ON_LOOP")),
   ingestBlobBytes: Config.option(Config.Int("INGEST_BLOB_BYTES")),
 })
 
@@ -203,6 +221,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
     if (ingestLoopBytes < 0) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_LOOP_BYTES: expected 0 (every in-memory message on the event loop) or a size in bytes" })
     }
+    const ingestReusedOnLoop = Option.getOrElse(r.ingestReusedOnLoop, () => reusedOnLoopFor(engine))
     const ingestBlobBytes = Option.getOrElse(r.ingestBlobBytes, () => (engine === "pglite" ? DEFAULT_BLOB_BYTES : 0))
     if (ingestBlobBytes < 0) {
       return yield* new ConfigInvalid({ message: "Invalid setting INGEST_BLOB_BYTES: expected 0 (bodies in the database) or a size in bytes" })
@@ -259,6 +278,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       smtpPort: Option.getOrElse(r.smtpPort, () => (production ? 25 : 2525)),
       ingestThreads,
       ingestLoopBytes,
+      ingestReusedOnLoop,
       ingestBlobBytes,
       webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),

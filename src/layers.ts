@@ -129,10 +129,13 @@ const messageEvents = Layer.effect(
   }),
 )
 
-/** Where received mail is authenticated and parsed: INGEST_THREADS worker threads and the event loop (INGEST_LOOP_BYTES). */
+/**
+ * Where received mail is authenticated and parsed: INGEST_THREADS worker threads and the event
+ * loop (INGEST_LOOP_BYTES, INGEST_REUSED_ON_LOOP).
+ */
 const messagePreparer = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  return messagePreparerLayer(config.ingestThreads, config.ingestLoopBytes)
+  return messagePreparerLayer(config.ingestThreads, { loopBytes: config.ingestLoopBytes, reusedOnLoop: config.ingestReusedOnLoop })
 }))
 
 /** Capabilities that build on everything above (inbound ingest, outbound, …). */

@@ -41,6 +41,12 @@ export interface PrepareJob {
   }
   /** This MX's host name (authserv-id, Received `by`). */
   readonly mta: string
+  /**
+   * The SMTP connection already carried a message: its sender sends one message after another
+   * over it, waiting for each 250, so the hop to a prepare thread is on the sender's path
+   * (src/ingest/prepare-pool.ts `placed`). Unset for a connection's first message.
+   */
+  readonly reusedConnection?: boolean
   /** The transaction id written into the Received line. */
   readonly id: string
   /** When the message was received (ms since the epoch; the main thread's Clock). */

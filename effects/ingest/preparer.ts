@@ -21,6 +21,11 @@ export interface MessagePreparerShape {
    * read or kept are a defect, a local error to the sender.
    */
   readonly prepare: (job: PrepareJob) => Effect.Effect<ReadyMessage>
+  /**
+   * Starts loading what preparing needs, ahead of the first job, in the background (the
+   * in-process preparer's mailauth and parsing code); absent where there is nothing to load.
+   */
+  readonly warm?: () => void
 }
 
 /** Logs what the verdicts could not be (the message is stored with `temperror`). */
@@ -47,6 +52,8 @@ export class MessagePreparer extends Context.Service<MessagePreparer, MessagePre
       return MessagePreparer.of({
         prepare: (job) =>
           Effect.promise(() => load().then((prepare) => prepare(job))).pipe(Effect.flatMap(warnAuthFailure)),
+        // A load that fails here is tried again by the job that needs it.
+        warm: () => void load().catch(() => undefined),
       })
     }),
   )

@@ -41,6 +41,8 @@ export interface Delivery {
   readonly mailFrom: string
   /** RCPT TO addresses as given, in order. */
   readonly recipients: ReadonlyArray<string>
+  /** The SMTP connection already carried a message before this one (./prepare.ts `PrepareJob`). */
+  readonly reusedConnection?: boolean
   /** The destinations admitted at RCPT (the MX session has them); looked up again when absent. */
   readonly destinations?: ReadonlyArray<AdmittedDestination>
   /** The return paths admitted at RCPT (given together with `destinations`). */
@@ -160,6 +162,7 @@ export class Ingest extends Context.Service<Ingest, IngestShape>()("app/Ingest")
           mailFrom: d.mailFrom,
           client: { ip: d.client.ip, helo: d.client.helo, tls: d.client.tls ?? null },
           mta: config.mxHost,
+          ...(d.reusedConnection ? { reusedConnection: true } : {}),
           id,
           at,
           ...(blob ? { blob } : {}),

@@ -197,21 +197,49 @@ export const preparePoolLayer = (threads: number, workerUrl: URL = WORKER_URL) =
     }),
   )
 
-/** In-memory messages of `loopBytes` or more to `loop` (0: all of them), the rest (small, or spooled) to `threads`. */
-export const bySize = (threads: MessagePreparerShape, loop: MessagePreparerShape, loopBytes = LOOP_PREPARE_BYTES): MessagePreparerShape => ({
-  prepare: (job) => (job.source._tag === "Memory" && job.source.bytes.byteLength >= loopBytes ? loop : threads).prepare(job),
-})
+/** Which in-memory jobs the event loop prepares where threads run (the rest go to the threads). */
+export interface Placement {
+  /** In-memory messages of at least this many bytes (INGEST_LOOP_BYTES; 0: all of them). */
+  readonly loopBytes: number
+  /** In-memory messages of a reused connection, whatever their size (INGEST_REUSED_ON_LOOP). */
+  readonly reusedOnLoop: boolean
+}
 
 /**
- * INGEST_THREADS worker threads for what `bySize` sends them (in-memory mail under INGEST_LOOP_BYTES,
- * and spooled mail), or the event loop alone when it is 0.
+ * Jobs to `loop` or to `threads` as `placement` says; spooled mail always to `threads` (several
+ * ms of parsing would stall every session). With `reusedOnLoop` the loop's preparing code starts
+ * loading with the first job, whichever way it goes: loaded by the first reused connection's
+ * message instead, it held the event loop for ~0.3 s in the middle of the traffic (one message
+ * per connection beside one reused session, −11 %; bench/REPORT.md, MX ingest, thirty-seventh
+ * session).
  */
-export const messagePreparerLayer = (threads: number, loopBytes = LOOP_PREPARE_BYTES): Layer.Layer<MessagePreparer, never, Dns> =>
+export const placed = (threads: MessagePreparerShape, loop: MessagePreparerShape, placement: Placement): MessagePreparerShape => {
+  let warmed = !placement.reusedOnLoop
+  return {
+    prepare: (job) => {
+      if (!warmed) {
+        warmed = true
+        loop.warm?.()
+      }
+      const onLoop = job.source._tag === "Memory" &&
+        (job.source.bytes.byteLength >= placement.loopBytes || (placement.reusedOnLoop && job.reusedConnection === true))
+      return (onLoop ? loop : threads).prepare(job)
+    },
+  }
+}
+
+/**
+ * INGEST_THREADS worker threads for what `placed` sends them (in-memory mail the placement leaves
+ * them, and spooled mail), or the event loop alone when it is 0.
+ */
+export const messagePreparerLayer = (
+  threads: number,
+  placement: Placement = { loopBytes: LOOP_PREPARE_BYTES, reusedOnLoop: false },
+): Layer.Layer<MessagePreparer, never, Dns> =>
   threads === 0 ? MessagePreparer.inProcess : Layer.effect(
     MessagePreparer,
     Effect.gen(function*() {
       const service = (layer: Layer.Layer<MessagePreparer, never, Dns>) => Effect.map(Layer.build(layer), (c) => Context.get(c, MessagePreparer))
-      return MessagePreparer.of(bySize(yield* service(preparePoolLayer(threads)), yield* service(MessagePreparer.inProcess), loopBytes))
+      return MessagePreparer.of(placed(yield* service(preparePoolLayer(threads)), yield* service(MessagePreparer.inProcess), placement))
     }),
   )
-

@@ -56,6 +56,8 @@ export const startMx = async (runtime: AppRuntime, settings: Settings) => {
           raw: message,
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           recipients: session.envelope.rcptTo.map((r) => r.address),
+          // smtp-server counts the transactions of the connection that reached the end of DATA.
+          reusedConnection: session.transaction > 1,
           // tls: {protocol, cipher} or null, recorded on the stored message (ESMTPS in its Received line).
           client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "", tls: tls.facts(session) },
         }

@@ -4,7 +4,7 @@ import * as os from "node:os"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { DEFAULT_BLOB_BYTES, defaultIngestThreads, LOOP_PREPARE_BYTES, loadSettings, parseDuration } from "../../src/config.ts"
+import { DEFAULT_BLOB_BYTES, defaultIngestThreads, LOOP_PREPARE_BYTES, loadSettings, parseDuration, reusedOnLoopFor } from "../../src/config.ts"
 
 const load = (env: Record<string, string>) =>
   Effect.runPromise(Effect.result(loadSettings(ConfigProvider.fromEnv({ env }))))
@@ -124,6 +124,23 @@ describe("settings", () => {
     const negative = await load({ DATA_DIR: tmp(), INGEST_LOOP_BYTES: "-1" })
     expect(negative._tag).toBe("Failure")
     if (negative._tag === "Failure") expect(negative.failure.message).toContain("INGEST_LOOP_BYTES")
+  })
+
+  it("prepares a reused connection's mail on the event loop by default with a PostgreSQL server only, unless INGEST_REUSED_ON_LOOP says otherwise", async () => {
+    const embedded = await load({ DATA_DIR: tmp() })
+    const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
+    const offOnServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail", INGEST_REUSED_ON_LOOP: "false" })
+    const onEmbedded = await load({ DATA_DIR: tmp(), INGEST_REUSED_ON_LOOP: "true" })
+    expect([embedded, onServer, offOnServer, onEmbedded].map((r) => (r._tag === "Success" ? r.success.ingestReusedOnLoop : r._tag))).toEqual([
+      false,
+      true,
+      false,
+      true,
+    ])
+    expect([reusedOnLoopFor("pglite"), reusedOnLoopFor("postgres")]).toEqual([false, true])
+    const junk = await load({ DATA_DIR: tmp(), INGEST_REUSED_ON_LOOP: "sometimes" })
+    expect(junk._tag).toBe("Failure")
+    if (junk._tag === "Failure") expect(junk.failure.message).toContain("INGEST_REUSED_ON_LOOP")
   })
 
   it("keeps large bodies as files by default on PGlite only, unless INGEST_BLOB_BYTES says otherwise (0: off)", async () => {

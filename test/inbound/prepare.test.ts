@@ -18,7 +18,7 @@ import type { KeptMessage, PreparedMessage, PrepareJob, ReadyMessage } from "../
 import { MessagePreparer } from "../../effects/ingest/preparer.ts"
 import { Dns, DnsError } from "../../effects/ports/Dns.ts"
 import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
-import { bySize, messagePreparerLayer, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
+import { messagePreparerLayer, type Placement, placed, preparePoolLayer } from "../../src/ingest/prepare-pool.ts"
 import { type HostPort, PrepareHost, type PrepareHostShape } from "../../src/ingest/prepare-host.ts"
 import { servePrepare } from "../../src/ingest/prepare-serve.ts"
 import { openPgliteThread } from "../../src/db/pglite-thread.ts"
@@ -260,37 +260,58 @@ describe("a prepare thread", () => {
 })
 
 describe("where a message is prepared (INGEST_THREADS > 0)", () => {
-  /** A preparer that only records which jobs it was given (by their transaction id). */
+  /** A preparer that only records which jobs it was given (by their transaction id), and its warm-ups. */
   const recording = () => {
     const ids: Array<string> = []
-    const shape: MessagePreparer["Service"] = { prepare: (j) => Effect.sync(() => ids.push(j.id)).pipe(Effect.andThen(Effect.die("not preparing"))) }
-    return { ids, shape }
+    const warmed: Array<number> = []
+    const shape: MessagePreparer["Service"] = {
+      prepare: (j) => Effect.sync(() => ids.push(j.id)).pipe(Effect.andThen(Effect.die("not preparing"))),
+      warm: () => void warmed.push(ids.length),
+    }
+    return { ids, warmed, shape }
   }
-  const sized = (n: number, id: string) => job(Buffer.alloc(n, 0x61), { id })
-
-  it("sends large in-memory messages to the event loop, small and spooled ones to the threads; with INGEST_LOOP_BYTES=0 every in-memory one to the loop", async () => {
+  const sized = (n: number, id: string, over: Partial<PrepareJob> = {}) => job(Buffer.alloc(n, 0x61), { id, ...over })
+  const jobs = [
+    sized(2 * 1024, "small"),
+    sized(LOOP_PREPARE_BYTES - 1, "just-under"),
+    sized(LOOP_PREPARE_BYTES, "at"),
+    sized(100 * 1024, "large"),
+    { ...job(plain, { id: "spooled" }), source: { _tag: "File" as const, path: "/nowhere.eml", size: 5 * 1024 * 1024 } },
+    sized(2 * 1024, "small-reused", { reusedConnection: true }),
+    { ...job(plain, { id: "spooled-reused", reusedConnection: true }), source: { _tag: "File" as const, path: "/nowhere.eml", size: 5 * 1024 * 1024 } },
+  ]
+  const route = async (placement: Placement) => {
     const threads = recording()
     const loop = recording()
-    const routed = bySize(threads.shape, loop.shape)
-    const jobs = [
-      sized(2 * 1024, "small"),
-      sized(LOOP_PREPARE_BYTES - 1, "just-under"),
-      sized(LOOP_PREPARE_BYTES, "at"),
-      sized(100 * 1024, "large"),
-      { ...job(plain, { id: "spooled" }), source: { _tag: "File" as const, path: "/nowhere.eml", size: 5 * 1024 * 1024 } },
-    ]
+    const routed = placed(threads.shape, loop.shape, placement)
     for (const j of jobs) await Effect.runPromiseExit(routed.prepare(j))
-    expect(threads.ids).toEqual(["small", "just-under", "spooled"])
-    expect(loop.ids).toEqual(["at", "large"])
+    return { threads: threads.ids, loop: loop.ids, warmed: loop.warmed, threadsWarmed: threads.warmed }
+  }
 
-    // INGEST_LOOP_BYTES=0 (PostgreSQL on two cores): every in-memory message on the loop, the
-    // thread only for spooled ones, whose parsing would stall every session.
-    const threadsB = recording()
-    const loopB = recording()
-    const memoryOnLoop = bySize(threadsB.shape, loopB.shape, 0)
-    for (const j of jobs) await Effect.runPromiseExit(memoryOnLoop.prepare(j))
-    expect(threadsB.ids).toEqual(["spooled"])
-    expect(loopB.ids).toEqual(["small", "just-under", "at", "large"])
+  it("sends large in-memory messages to the event loop, small and spooled ones to the threads; with INGEST_LOOP_BYTES=0 every in-memory one to the loop", async () => {
+    expect(await route({ loopBytes: LOOP_PREPARE_BYTES, reusedOnLoop: false })).toEqual({
+      threads: ["small", "just-under", "spooled", "small-reused", "spooled-reused"],
+      loop: ["at", "large"],
+      // Nothing loaded ahead: the loop's code loads with its first job, as without threads.
+      warmed: [],
+      threadsWarmed: [],
+    })
+    // INGEST_LOOP_BYTES=0: every in-memory message on the loop, the thread only for spooled ones,
+    // whose parsing would stall every session.
+    expect(await route({ loopBytes: 0, reusedOnLoop: false })).toMatchObject({
+      threads: ["spooled", "spooled-reused"],
+      loop: ["small", "just-under", "at", "large", "small-reused"],
+    })
+  })
+
+  it("with INGEST_REUSED_ON_LOOP, sends a reused connection's in-memory message to the event loop whatever its size, and loads the loop's code with the first job", async () => {
+    expect(await route({ loopBytes: LOOP_PREPARE_BYTES, reusedOnLoop: true })).toEqual({
+      threads: ["small", "just-under", "spooled", "spooled-reused"],
+      loop: ["at", "large", "small-reused"],
+      // Once, before the first job (which went to the threads), never again.
+      warmed: [0],
+      threadsWarmed: [],
+    })
   })
 
   it("prepares both kinds for real: the rows are those of the event loop alone", async () => {
@@ -299,8 +320,15 @@ describe("where a message is prepared (INGEST_THREADS > 0)", () => {
     expect(large.length).toBeGreaterThanOrEqual(LOOP_PREPARE_BYTES)
     const rows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
       withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach([plain, large], (m) => p.prepare(job(m))))
-    expect(await rows(messagePreparerLayer(1))).toEqual(await rows(MessagePreparer.inProcess))
-    expect(await rows(messagePreparerLayer(1, 0))).toEqual(await rows(MessagePreparer.inProcess))
+    const onLoop = await rows(MessagePreparer.inProcess)
+    expect(await rows(messagePreparerLayer(1))).toEqual(onLoop)
+    expect(await rows(messagePreparerLayer(1, { loopBytes: 0, reusedOnLoop: false }))).toEqual(onLoop)
+    // A reused connection's small message on the loop, the first connection's on the thread.
+    const reusedRows = (layer: Layer.Layer<MessagePreparer, never, Dns>) =>
+      withPreparer(layer.pipe(Layer.provide(dns.layer)), (p) => Effect.forEach([plain, plain, large], (m, i) => p.prepare(job(m, { reusedConnection: i > 0 }))))
+    expect(await reusedRows(messagePreparerLayer(1, { loopBytes: LOOP_PREPARE_BYTES, reusedOnLoop: true }))).toEqual(
+      await reusedRows(MessagePreparer.inProcess),
+    )
   })
 })
 

@@ -10,12 +10,12 @@ import * as path from "node:path"
 import { inject } from "vitest"
 import type { Settings } from "../../effects/config.ts"
 import { randomHexSync } from "../../effects/shared/crypto.ts"
-import { LOOP_PREPARE_BYTES } from "../../src/config.ts"
+import { LOOP_PREPARE_BYTES, reusedOnLoopFor } from "../../src/config.ts"
 import type { AppServices } from "../../src/layers.ts"
 import { quietLoggerLayer } from "../../src/logger.ts"
 import { type Running, start } from "../../src/runtime.ts"
 import { generatedFiles } from "../../src/smtp/tls.ts"
-import { type TestDatabase, testDatabase } from "./db.ts"
+import { type TestDatabase, testDatabase, testDatabaseUrl } from "./db.ts"
 import { TEST_MX_HOST } from "./mx-host.ts"
 
 /** The run's certificate (test/support/global-setup.ts) into a fresh DATA_DIR, as src/smtp/tls.ts leaves a generated one. */
@@ -90,6 +90,8 @@ const defaultSettings = (overrides: Partial<Settings>): Settings => ({
   // (src/ingest/prepare-host.ts) and the worker only spooled mail.
   ingestThreads: 1,
   ingestLoopBytes: LOOP_PREPARE_BYTES,
+  // The production default of the engine under test (on with PostgreSQL, off on PGlite).
+  ingestReusedOnLoop: reusedOnLoopFor(testDatabaseUrl ? "postgres" : "pglite"),
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
   ingestBlobBytes: 64 * 1024,
   ...overrides,
