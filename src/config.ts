@@ -80,8 +80,9 @@ export const LOOP_PREPARE_BYTES = 64 * 1024
  * to the thread: one-message connections arrive in waves, and there the thread keeps the event
  * loop free for the other sessions (every message on the loop, INGEST_LOOP_BYTES=0: −3 %).
  * Interleaved pairs on two cores (bench/REPORT.md, MX ingest, thirty-seventh session):
- * - with PostgreSQL, 2 KiB over 20 reused sessions +8 % and +5.4 % (ten pairs of fourteen faster),
- *   one message per connection to 20 accounts −1 % (six pairs, within the spread);
+ * - with PostgreSQL, 2 KiB over 20 reused sessions +15 % as built (2,159 → 2,487.5 msgs/s, eight
+ *   pairs of eight faster; +8 % and +5.4 % as prototypes), one message per connection unchanged to
+ *   20 accounts (1,078.5 → 1,081) and −3 % to one (three pairs of eight faster);
  * - on PGlite, reused sessions +11 %, but one message per connection to 20 accounts −3 %, most of
  *   it from the preparing code loaded on the event loop (−2 % with that alone). On PGlite the
  *   reused line has margin to spare and the one-message line none: off there.
