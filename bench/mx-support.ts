@@ -180,7 +180,47 @@ export const probe = (port: number, to: string, size: number) => {
     await smtp.command("QUIT").catch(() => undefined)
     smtp.destroy()
   })()
-  return { samples, stop: async () => ((running = false), await done, sent) }
+  return { samples, summary: () => "", stop: async () => ((running = false), await done, sent) }
+}
+
+/**
+ * BENCH_STAGES=1, one-message loads: like `probe`, but each message on a new connection, and the
+ * client's wait at each step recorded (connect → greeting, EHLO, MAIL, RCPT, DATA, dot → 250,
+ * QUIT), to see where a one-message session's time goes beside the peer's.
+ */
+export const stageProbe = (port: number, to: string, size: number) => {
+  const samples: Array<number> = []
+  const stages: Record<string, Array<number>> = {}
+  const note = (name: string, t: number) => (stages[name] ??= []).push(performance.now() - t)
+  let running = true
+  let sent = 0
+  const done = (async () => {
+    while (running) {
+      let t = performance.now()
+      const smtp = await connectSmtp(port, { waitGreeting: true })
+      note("greeting", t)
+      for (const [name, line] of [["ehlo", "EHLO probe.sender.example"], ["mail", "MAIL FROM:<bench@sender.example>"], ["rcpt", `RCPT TO:<${to}>`], ["data", "DATA"]] as const) {
+        t = performance.now()
+        await smtp.command(line)
+        note(name, t)
+      }
+      smtp.write(dataBlock(message(to, sent, size)))
+      t = performance.now()
+      const r = await smtp.reply()
+      if (r.code === 250) {
+        samples.push(performance.now() - t)
+        note("dot", t)
+        sent++
+      }
+      t = performance.now()
+      await smtp.command("QUIT").catch(() => undefined)
+      note("quit", t)
+      smtp.destroy()
+    }
+  })()
+  const summary = () =>
+    Object.entries(stages).map(([k, v]) => `${k} ${quantile(v, 0.5).toFixed(1)}/${quantile(v, 0.9).toFixed(1)}`).join(", ")
+  return { samples, summary, stop: async () => ((running = false), await done, sent) }
 }
 
 /**

@@ -23,6 +23,8 @@
  *   BENCH_SERVICE_LOG_FILE=/tmp/svc.log               # all the service's output to a file (BENCH_SERVICE_LOG keeps a tail)
  *   BENCH_SEED_SQL="DROP INDEX …"                     # one statement run on the service's database after seeding
  *                                             # (measurement only: what a dropped index, foreign key or function variant is worth)
+ *   BENCH_STAGES=1 BENCH_CASES=once …                 # the probe times each step of one-message sessions (diagnostic)
+ *   BENCH_KEEP=1 BENCH_ENGINES=pglite …               # keep the PGlite service's DATA_DIR after its run
  *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
  *   BENCH_REPEAT=7 BENCH_CASES=reuse BENCH_ENGINES=postgres BENCH_ACCOUNTS=1 npm run bench -- mx
  *                                             # peer, service, peer, … seven times: each ratio, then their median
@@ -43,7 +45,7 @@ import { quietLoggerLayer } from "../src/logger.ts"
 import { makeRuntime } from "../src/runtime.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
 import { freePort } from "../test/support/free-port.ts"
-import { cpuSeconds, pacedSender, peakRssMiB, postgresCpuSeconds, probe, quantile, run, smtpSource, waitUntil, webhookReceiver } from "./mx-support.ts"
+import { cpuSeconds, pacedSender, peakRssMiB, postgresCpuSeconds, probe, quantile, run, smtpSource, stageProbe, waitUntil, webhookReceiver } from "./mx-support.ts"
 
 type Engine = "pglite" | "postgres"
 const QUICK = process.env.BENCH_QUICK === "1"
@@ -69,6 +71,14 @@ const SERVICE_LOG = process.env.BENCH_SERVICE_LOG === "1"
 const SERVICE_LOG_FILE = process.env.BENCH_SERVICE_LOG_FILE
 /** BENCH_SERVICE_ENV='{"INGEST_THREADS":"0"}': settings added to the service's environment. */
 const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>
+/**
+ * BENCH_STAGES=1: on the one-message load the probe (service and peer alike) opens a connection
+ * per message and prints each step's wait (`stageProbe`); its p99 is then that session's.
+ * Diagnostic only: the reported ratios are taken with the default probe.
+ */
+const STAGES = process.env.BENCH_STAGES === "1"
+/** BENCH_KEEP=1: a PGlite service's DATA_DIR is left in place after its run (and printed), to look at its files. */
+const KEEP = process.env.BENCH_KEEP === "1"
 
 const LOADS = [
   { key: "reuse", label: "2 KiB, 20 sessions reusing connections", size: 2048, sessions: 20, reuse: true, messages: scale(4000) },
@@ -167,7 +177,8 @@ const startService = async (engine: Engine, accounts: number, webhookUrl?: strin
         await c.close()
       }
       await scratch.drop()
-      fs.rmSync(dataDir, { recursive: true, force: true })
+      if (KEEP) console.log(`kept ${dataDir}`)
+      else fs.rmSync(dataDir, { recursive: true, force: true })
       return row
     },
   }
@@ -190,6 +201,8 @@ interface Row {
   readonly msgsPerSecond: number
   readonly ratio?: number
   readonly p99?: number
+  /** Messages the probe session sent beside the load (in neither rate). */
+  readonly probed?: number
   readonly rssMiB?: number
   /** CPU of the process under test (user + system) per message taken. */
   readonly cpuMsPerMessage?: number
@@ -227,7 +240,7 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
   const cpu0 = cpuSeconds(peer.pid)
   // The same probe session as beside the service (see there): the same extra session, the same
   // client beside it on the same cores, its messages in neither rate.
-  const p = probe(peer.port, recipients[0]!, load.size)
+  const p = (STAGES && !load.reuse ? stageProbe : probe)(peer.port, recipients[0]!, load.size)
   const seconds = await smtpSource({ port: peer.port, recipients, ...load, messages })
   const probed = await p.stop()
   const rate = messages / seconds
@@ -236,9 +249,11 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
     target: kind === "sink" ? "smtp-sink" : `smtp-server + mailparser (discard), ${when} ${accounts} account${accounts > 1 ? "s" : ""}`,
     msgsPerSecond: Math.round(rate),
     p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+    probed,
     cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / (messages + probed)).toFixed(2)),
     rssMiB: peakRssMiB(peer.pid),
   })
+  if (STAGES && !load.reuse) console.log(`stages (p50/p90 ms): ${p.summary()}`)
   await peer.stop()
   return rate
 }
@@ -263,9 +278,10 @@ for (const load of LOADS) {
         const asked = dns.queries()
         const cpu0 = cpuSeconds(service.pid)
         const db0 = postgresCpuSeconds()
-        const p = probe(service.smtpPort, service.addresses[0]!, load.size)
+        const p = (STAGES && !load.reuse ? stageProbe : probe)(service.smtpPort, service.addresses[0]!, load.size)
         const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
         const probed = await p.stop()
+        if (STAGES && !load.reuse) console.log(`stages (p50/p90 ms): ${p.summary()}`)
         const cpu = cpuSeconds(service.pid) - cpu0
         const dbCpu = postgresCpuSeconds() - db0
         const rss = peakRssMiB(service.pid)
@@ -282,6 +298,7 @@ for (const load of LOADS) {
           msgsPerSecond: Math.round(rate),
           ...(peer ? { ratio: Number((rate / peer).toFixed(2)) } : {}),
           p99: Number(quantile(p.samples, 0.99).toFixed(1)),
+          probed,
           cpuMsPerMessage: Number((cpu * 1000 / (load.messages + probed)).toFixed(2)),
           ...(engine === "postgres" ? { dbCpuMsPerMessage: Number((dbCpu * 1000 / (load.messages + probed)).toFixed(2)) } : {}),
           rssMiB: rss,
