@@ -142,8 +142,11 @@ export const smtpSource = async (load: SourceLoad): Promise<number> => {
       `127.0.0.1:${load.port}`,
     ])
   )
-  const codes = await Promise.all(procs.map((p) => p.exited))
+  const ends: Array<number> = []
+  const codes = await Promise.all(procs.map((p) => p.exited.then((c) => (ends.push(performance.now() - t0), c))))
   const seconds = (performance.now() - t0) / 1000
+  // BENCH_ENDS=1: a run's rate is set by its last process; how far apart they end shows its tail.
+  if (process.env.BENCH_ENDS === "1" && ends.length > 1) console.log(`ends (ms): ${ends.map((e) => e.toFixed(0)).join(" ")}`)
   const bad = codes.findIndex((c) => c !== 0)
   if (bad >= 0) throw new Error(`smtp-source exited ${codes[bad]}: ${procs[bad]!.output().slice(-500)}`)
   return seconds
