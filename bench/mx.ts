@@ -24,7 +24,7 @@
  *   BENCH_SEED_SQL="DROP INDEX …"                     # one statement run on the service's database after seeding
  *                                             # (measurement only: what a dropped index, foreign key or function variant is worth)
  *   BENCH_STAGES=1 BENCH_CASES=once …                 # the probe times each step of one-message sessions (diagnostic)
- *   BENCH_KEEP=1 BENCH_ENGINES=pglite …               # keep the PGlite service's DATA_DIR after its run
+ *   BENCH_KEEP=1 BENCH_ENGINES=pglite …               # keep the service's DATA_DIR (PGlite: its database) after its run
  *   BENCH_ENDS=1 BENCH_ACCOUNTS=20 …                  # when each smtp-source process of a run ended (ms from its start)
  *   bench/ab.sh DIR_A DIR_B postgres large 4          # interleaved A/B pairs of one case (two checkouts or settings)
  *   BENCH_REPEAT=7 BENCH_CASES=reuse BENCH_ENGINES=postgres BENCH_ACCOUNTS=1 npm run bench -- mx
@@ -78,7 +78,11 @@ const SERVICE_ENV = JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<
  * Diagnostic only: the reported ratios are taken with the default probe.
  */
 const STAGES = process.env.BENCH_STAGES === "1"
-/** BENCH_KEEP=1: a PGlite service's DATA_DIR is left in place after its run (and printed), to look at its files. */
+/** The probe beside a run of `load` (see BENCH_STAGES). */
+const probeFor = (load: { readonly reuse: boolean }) => (STAGES && !load.reuse ? stageProbe : probe)
+/** BENCH_STAGES: prints what the stage probe saw (nothing for the default probe). */
+const showStages = (p: { readonly summary: () => string }) => STAGES && p.summary() && console.log(`stages (p50/p90 ms): ${p.summary()}`)
+/** BENCH_KEEP=1: the service's DATA_DIR (on PGlite, its database too) is left in place after its run and printed, to look at its files. */
 const KEEP = process.env.BENCH_KEEP === "1"
 
 /**
@@ -252,7 +256,7 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
   const cpu0 = cpuSeconds(peer.pid)
   // The same probe session as beside the service (see there): the same extra session, the same
   // client beside it on the same cores, its messages in neither rate.
-  const p = (STAGES && !load.reuse ? stageProbe : probe)(peer.port, recipients[0]!, load.size)
+  const p = probeFor(load)(peer.port, recipients[0]!, load.size)
   const seconds = await smtpSource({ port: peer.port, recipients, ...load, messages })
   const probed = await p.stop()
   const rate = messages / seconds
@@ -265,7 +269,7 @@ const peerRun = async (kind: "sink" | "discard", load: (typeof LOADS)[number], a
     cpuMsPerMessage: Number(((cpuSeconds(peer.pid) - cpu0) * 1000 / (messages + probed)).toFixed(2)),
     rssMiB: peakRssMiB(peer.pid),
   })
-  if (STAGES && !load.reuse) console.log(`stages (p50/p90 ms): ${p.summary()}`)
+  showStages(p)
   await peer.stop()
   return rate
 }
@@ -290,10 +294,10 @@ for (const load of LOADS) {
         const asked = dns.queries()
         const cpu0 = cpuSeconds(service.pid)
         const db0 = postgresCpuSeconds()
-        const p = (STAGES && !load.reuse ? stageProbe : probe)(service.smtpPort, service.addresses[0]!, load.size)
+        const p = probeFor(load)(service.smtpPort, service.addresses[0]!, load.size)
         const seconds = await smtpSource({ port: service.smtpPort, recipients: service.addresses, ...load })
         const probed = await p.stop()
-        if (STAGES && !load.reuse) console.log(`stages (p50/p90 ms): ${p.summary()}`)
+        showStages(p)
         const cpu = cpuSeconds(service.pid) - cpu0
         const dbCpu = postgresCpuSeconds() - db0
         const rss = peakRssMiB(service.pid)
