@@ -26,6 +26,8 @@ import { OutboundSender, type SendRequest } from "../outbound/contract.ts"
 import { delayAfter, retrySchedule } from "../deliveries/retry.ts"
 import { AiGateway, retryableAiError } from "../ports/AiGateway.ts"
 import { Database, type DbError } from "../ports/Database.ts"
+import { MimeBlobs } from "../ports/MimeBlobs.ts"
+import { BLOB_TEXT_COLUMNS, type BlobTextRow, withBlobTexts } from "../messages/blob-text.ts"
 import { mailboxById } from "./mailbox.ts"
 import { MAX_THREAD_TURNS, type MailTurn, replyPrompt, textOf } from "./prompt.ts"
 import { addressOf, replySubject, replyTo, type RuleInput, skipReason, threadingHeaders, threadKey } from "./rules.ts"
@@ -44,7 +46,7 @@ const ANSWERED_WINDOW_MS = 24 * 60 * 60 * 1000
 /** Waits between attempts: 30 s, 90 s, 270 s, 810 s (the shared retry schedule). */
 const agentSchedule = retrySchedule("30 seconds", AGENT_MAX_ATTEMPTS)
 
-interface MessageRow {
+interface MessageRow extends BlobTextRow {
   readonly id: number
   readonly address_id: number
   readonly user_id: number
@@ -69,6 +71,7 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
     AgentReplier,
     Effect.gen(function*() {
       const db = yield* Database
+      const blobs = yield* MimeBlobs
       const config = yield* AppConfig
       const ai = yield* AiGateway
       const billing = yield* Billing
@@ -124,10 +127,17 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
       const threadOf = (message: MessageRow, sender: string, thread: string) =>
         Effect.gen(function*() {
           const pattern = `%${sender.replace(/[\\%_]/g, "\\$&")}%`
-          const inbound = yield* db.query<Pick<MessageRow, "id" | "from_addr" | "subject" | "text_body" | "html_body" | "received_at">>(
-            `SELECT id, from_addr, subject, text_body, html_body, received_at FROM inbound_messages
+          const candidates = yield* db.query<
+            Pick<MessageRow, "id" | "from_addr" | "subject" | "text_body" | "html_body" | "received_at" | "text_blob" | "text_range">
+          >(
+            `SELECT id, from_addr, subject, text_body, html_body, received_at, ${BLOB_TEXT_COLUMNS} FROM inbound_messages
               WHERE address_id = $1 AND id < $2 AND from_addr ILIKE $3 ORDER BY id DESC LIMIT 50`,
             [message.address_id, message.id, pattern],
+          )
+          // Texts kept in files are read for the turns the prompt takes only.
+          const inbound = yield* withBlobTexts(
+            blobs,
+            candidates.filter((m) => addressOf(m.from_addr) === sender && threadKey(m.subject) === thread).slice(0, MAX_THREAD_TURNS),
           )
           const replies = yield* db.query<{ message_id: number; reply_text: string }>(
             `SELECT message_id, reply_text FROM agent_jobs
@@ -137,8 +147,6 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
           )
           const turns: Array<{ readonly key: number; readonly turn: MailTurn }> = [
             ...inbound
-              .filter((m) => addressOf(m.from_addr) === sender && threadKey(m.subject) === thread)
-              .slice(0, MAX_THREAD_TURNS)
               .map((m) => ({
                 key: m.id * 2,
                 turn: { kind: "inbound", from: m.from_addr, subject: m.subject, body: textOf(m.text_body, m.html_body), at: m.received_at } as const,
@@ -244,11 +252,12 @@ export class AgentReplier extends Context.Service<AgentReplier, AgentReplierShap
         const [cfg] = yield* db.query<AgentConfigRow>("SELECT * FROM agent_configs WHERE address_id = $1", [job.address_id])
         if (!cfg || !cfg.enabled || cfg.mode === "off") return yield* finish(job, n, "skipped", "the agent was turned off for this address")
         const [message] = yield* db.query<MessageRow>(
-          `SELECT id, address_id, user_id, from_addr, to_addr, envelope_from, subject, text_body, html_body, headers, message_id, received_at
+          `SELECT id, address_id, user_id, from_addr, to_addr, envelope_from, subject, text_body, html_body, headers, message_id, received_at,
+                  ${BLOB_TEXT_COLUMNS}
              FROM inbound_messages WHERE id = $1`,
           [job.message_id],
-        )
-        // Gone (retention, address deleted): the job row went with it.
+        ).pipe(Effect.flatMap((rows) => withBlobTexts(blobs, rows)))
+        // Gone (retention, address deleted; or its text's file, after the row was read): the job row went with it.
         if (!message) return Option.none<Date>()
         const rules: RuleInput = { fromAddr: message.from_addr, toAddr: message.to_addr, envelopeFrom: message.envelope_from, headers: message.headers ?? {} }
         const skip = skipReason(rules)

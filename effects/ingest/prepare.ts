@@ -108,6 +108,16 @@ export interface KeptRef {
 export type ReadyMessage = PreparedMessage | KeptMessage
 
 /**
+ * A text body at least this large, in a message whose body is kept as a file, is read from that
+ * file (migration 042, ../messages/blob-text.ts) instead of being stored again in its row. On
+ * PGlite a 100 KiB text stored twice was a third of what the MX wrote: without the second copy
+ * 100 KiB mail went 164.5 → 230.5 msgs/s at 8.8 → 5.8 ms of CPU a message (four interleaved pairs,
+ * bench/REPORT.md, MX ingest, thirty-ninth session). A smaller text stays in its row, where a page
+ * of messages reads it without opening a file.
+ */
+export const TEXT_IN_BLOB_BYTES = 16 * 1024
+
+/**
  * The message's row and bytes. The bytes are copied once into a buffer of their own; the row
  * names them by [offset, length], so no byte is base64-encoded or JSON-escaped here, nor lexed as
  * JSON by the database (PostgreSQL 15 reads a JSON string one character at a time).
@@ -125,8 +135,10 @@ const encodeMessage = (
   const inRow = Buffer.isBuffer(body) ? body : undefined
   // Such a text is not sent again: the database reads it from the raw MIME (`text_crlf`, migration 039).
   const textInRaw = inRow && textRange
+  // Nor stored again: readers take it from the body's file (`text_range`, migration 042).
+  const textInBlob = !inRow && textRange && textRange[1] - textRange[0] >= TEXT_IN_BLOB_BYTES ? textRange : undefined
   const size = trace.length + (inRow?.length ?? 0) + attachments.reduce((n, a) => n + a.content.byteLength, 0) +
-    (textInRaw ? 0 : Buffer.byteLength(text_body, "utf8")) + Buffer.byteLength(html_body, "utf8")
+    (textInRaw || textInBlob ? 0 : Buffer.byteLength(text_body, "utf8")) + Buffer.byteLength(html_body, "utf8")
   const bytes = Buffer.allocUnsafeSlow(size)
   let at = 0
   const put = (piece: Uint8Array): [number, number] => {
@@ -150,7 +162,11 @@ const encodeMessage = (
     content: put(a.content),
   }))
   const raw = [0, trace.length + (inRow?.length ?? 0)]
-  const text = textInRaw ? { text: [trace.length + textRange[0], textRange[1] - textRange[0]], text_crlf: true } : { text: write(text_body) }
+  const text = textInRaw
+    ? { text: [trace.length + textRange[0], textRange[1] - textRange[0]], text_crlf: true }
+    : textInBlob
+    ? { text: write(""), text_range: [textInBlob[0], textInBlob[1] - textInBlob[0]] }
+    : { text: write(text_body) }
   const row = { raw, ...(inRow ? {} : { body_blob: (body as { blob: string }).blob }), ...text, html: write(html_body), parts, ...rest }
   // Both in ArrayBuffers of their own, transferable: TextEncoder's is exactly the text's, and
   // allocUnsafeSlow's is never a slice of the shared pool.

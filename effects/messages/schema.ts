@@ -1,6 +1,7 @@
 /** InboundMessage as the API shows it (SPEC.md fields; attachments per DECISIONS.md). */
 import { Schema } from "effect"
 import { IdFromString, iso, PageQuery } from "../shared/schema.ts"
+import { BLOB_TEXT_COLUMNS, type BlobTextRow } from "./blob-text.ts"
 
 export const AttachmentSchema = Schema.Struct({
   filename: Schema.String,
@@ -58,7 +59,7 @@ export interface AttachmentMeta {
 }
 
 /** A stored row, as read for the API (never `raw` or attachment bytes). */
-export interface InboundMessageRow {
+export interface InboundMessageRow extends BlobTextRow {
   readonly id: number
   readonly address_id: number
   readonly user_id: number
@@ -76,9 +77,12 @@ export interface InboundMessageRow {
   readonly received_at: Date
 }
 
-/** The columns every read selects (the bodies included, the MIME bytes not). */
+/**
+ * The columns every read selects (the bodies included, the MIME bytes not; a text kept in the
+ * body's file is read from there: ./blob-text.ts).
+ */
 export const MESSAGE_COLUMNS =
-  "id, address_id, user_id, mime_id, from_addr, to_addr, subject, text_body, html_body, headers, attachments, auth_results, tls, is_read, received_at"
+  `id, address_id, user_id, mime_id, from_addr, to_addr, subject, text_body, html_body, headers, attachments, auth_results, tls, is_read, received_at, ${BLOB_TEXT_COLUMNS}`
 
 export const toInboundMessage = (
   row: InboundMessageRow,

@@ -10,8 +10,9 @@ import { Context, Effect, Layer } from "effect"
 import { Forbidden, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { MimeBlobs } from "../ports/MimeBlobs.ts"
-import { bodiesIn, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
+import { bodiesIn, byId, type HeavyPage, heavyPage, isHeavy, pageBodyColumns } from "../shared/heavy-pages.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
+import { BLOB_TEXT_BYTES, BLOB_TEXT_COLUMNS, withBlobTexts } from "./blob-text.ts"
 import { type AttachmentMeta, type InboundMessage, type InboundMessageRow, MESSAGE_COLUMNS, toInboundMessage } from "./schema.ts"
 
 export interface ListMessages {
@@ -37,10 +38,13 @@ export interface InboundMessagesShape {
 
 const notFound = () => new NotFound({ message: "inbound message not found" })
 
-/** A page's columns: MESSAGE_COLUMNS, with the bodies of a heavy row left out (../shared/heavy-pages.ts). */
-const PAGE_COLUMNS = MESSAGE_COLUMNS.replace("text_body, html_body", pageBodyColumns())
+/**
+ * A page's columns: MESSAGE_COLUMNS, with the bodies of a heavy row left out (../shared/heavy-pages.ts);
+ * a text kept in its file counts towards its row's size.
+ */
+const PAGE_COLUMNS = MESSAGE_COLUMNS.replace("text_body, html_body", pageBodyColumns("text_body", "html_body", BLOB_TEXT_BYTES))
 
-type Bodies = Pick<InboundMessageRow, "text_body" | "html_body">
+type Bodies = Pick<InboundMessageRow, "text_body" | "html_body" | "text_blob" | "text_range">
 
 export class InboundMessages extends Context.Service<InboundMessages, InboundMessagesShape>()("app/InboundMessages") {
   static readonly layer = Layer.effect(
@@ -88,8 +92,14 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         if (!address) return yield* new NotFound({ message: "inbound address not found" })
         if (address.owner !== userId) return yield* new Forbidden({ message: "this address belongs to another account" })
         const total = Math.max(0, q.unreadOnly ? address.unread_count : address.message_count)
-        const page = address.id == null ? [] : rows as ReadonlyArray<InboundMessageRow & { body_bytes: number }>
-        const bodies = bodiesIn(db, "inbound_messages", userId)<Bodies & { id: number }>
+        const rowsOfPage = address.id == null ? [] : rows as ReadonlyArray<InboundMessageRow & { body_bytes: number }>
+        // Light rows' texts kept in files are read now; heavy rows' with their bodies, group by group.
+        const page = yield* withBlobTexts(blobs, rowsOfPage, (row) => !isHeavy(row))
+        const bodies = (ids: ReadonlyArray<number>) =>
+          bodiesIn(db, "inbound_messages", userId, BLOB_TEXT_COLUMNS)<Bodies & { id: number }>(ids).pipe(
+            Effect.flatMap((found) => withBlobTexts(blobs, found)),
+            Effect.map(byId),
+          )
         const { data, more } = heavyPage(page, bodies, (row, b: Bodies | undefined) => toInboundMessage(b ? { ...row, ...b } : row))
         return { data, more, pagination: pagination(q.page, q.perPage, total) }
       })
@@ -109,7 +119,10 @@ export class InboundMessages extends Context.Service<InboundMessages, InboundMes
         )
         if (!row) return yield* notFound()
         if (row.user_id !== userId) return yield* new Forbidden({ message: "this message belongs to another account" })
-        return toInboundMessage(row, { attachments: row.parts ?? [] })
+        const [whole] = yield* withBlobTexts(blobs, [row])
+        // Its text's file gone: the message was deleted after the statement read it.
+        if (!whole) return yield* notFound()
+        return toInboundMessage(whole, { attachments: whole.parts ?? [] })
       })
 
       const raw = Effect.fn("InboundMessages.raw")(function*(userId: number, id: number) {

@@ -37,6 +37,11 @@ export interface MimeBlobsShape {
   readonly placeFor: (id: string, at: number, size: number) => BlobPlace | undefined
   /** A stored body's bytes (a missing file is a defect: the row promises it). */
   readonly read: (key: string) => Effect.Effect<Buffer>
+  /**
+   * `length` bytes of a stored body from `start` (a message's text kept in its body, ../messages/blob-text.ts);
+   * undefined when the file is gone: its message was deleted after the caller read its row.
+   */
+  readonly readRange: (key: string, start: number, length: number) => Effect.Effect<Buffer | undefined>
   /** Removes the files of bodies that were never stored; a missing file is fine. */
   readonly discard: (keys: ReadonlyArray<string>) => Effect.Effect<void>
   /** Removes up to `limit` files of deleted MIME rows (blob_garbage); returns how many keys it took. */
@@ -52,6 +57,7 @@ export interface MimeBlobsShape {
 export const noBlobs: MimeBlobsShape = {
   placeFor: () => undefined,
   read: (key) => Effect.die(new Error(`no blob store, yet a row names blob ${key}`)),
+  readRange: (key) => Effect.die(new Error(`no blob store, yet a row names blob ${key}`)),
   discard: () => Effect.void,
   collect: () => Effect.succeed(0),
   sweep: () => Effect.succeed(0),

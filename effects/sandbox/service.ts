@@ -16,7 +16,7 @@ import { type Forbidden, LimitReached, NotFound } from "../errors.ts"
 import { Database, type DbError } from "../ports/Database.ts"
 import { toBase64 } from "../shared/crypto.ts"
 import { owned } from "../shared/ownership.ts"
-import { bodiesIn, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
+import { bodiesIn, byId, type HeavyPage, heavyPage, pageBodyColumns } from "../shared/heavy-pages.ts"
 import { type Pagination, pagination } from "../shared/schema.ts"
 import { monthLabel, SandboxLimits } from "./limits.ts"
 import { CAPTURED_COLUMNS, type CapturedMessage, type CapturedMessageRow, type SandboxUsage, toCapturedMessage } from "./schema.ts"
@@ -166,7 +166,7 @@ export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("app/Sandb
           [userId, q.perPage, offset],
         )
         type Bodies = Pick<CapturedMessageRow, "text_body" | "html_body">
-        const bodies = bodiesIn(db, "sandbox_messages", userId)<Bodies & { id: number }>
+        const bodies = (ids: ReadonlyArray<number>) => Effect.map(bodiesIn(db, "sandbox_messages", userId)<Bodies & { id: number }>(ids), byId)
         const page = heavyPage(rows, bodies, (row, b: Bodies | undefined) => toCapturedMessage(b ? { ...row, ...b } : row))
         return { ...page, pagination: pagination(q.page, q.perPage, total) }
       })

@@ -27,10 +27,11 @@ export interface PageRow {
 /**
  * A page statement's body columns: `text_body` and `html_body` of a light row (NULL for a heavy
  * one, whose bodies stay unread in the database), and `body_bytes`. `text` and `html` are the
- * columns as the statement names them.
+ * columns as the statement names them; `elsewhere`, an expression of the bytes of its bodies kept
+ * outside the row (a text in its message's file: effects/messages/blob-text.ts).
  */
-export const pageBodyColumns = (text = "text_body", html = "html_body"): string => {
-  const size = `octet_length(${text}) + octet_length(${html})`
+export const pageBodyColumns = (text = "text_body", html = "html_body", elsewhere = "0"): string => {
+  const size = `octet_length(${text}) + octet_length(${html}) + ${elsewhere}`
   const light = `${size} <= ${INLINE_BODY_BYTES}`
   return `CASE WHEN ${light} THEN ${text} END AS text_body, CASE WHEN ${light} THEN ${html} END AS html_body, ${size} AS body_bytes`
 }
@@ -38,13 +39,16 @@ export const pageBodyColumns = (text = "text_body", html = "html_body"): string 
 /** Rows of a body statement (`id`, `text_body`, `html_body`) by id. */
 export const byId = <B extends { readonly id: number }>(rows: ReadonlyArray<B>): ReadonlyMap<number, B> => new Map(rows.map((b) => [Number(b.id), b]))
 
-/** The bodies of `table`'s rows among `ids` that belong to `userId`, by id (a table with `text_body` and `html_body`). */
-export const bodiesIn = (db: DatabaseShape, table: "inbound_messages" | "sandbox_messages", userId: number) =>
+/**
+ * The bodies of `table`'s rows among `ids` that belong to `userId`, as rows (`byId` keys them; a
+ * table with `text_body` and `html_body`; `more`: further columns to read with them).
+ */
+export const bodiesIn = (db: DatabaseShape, table: "inbound_messages" | "sandbox_messages", userId: number, more = "") =>
 <B extends { readonly id: number; readonly text_body: string; readonly html_body: string }>(ids: ReadonlyArray<number>) =>
-  Effect.map(
-    db.query<B>(`SELECT id, text_body, html_body FROM ${table} WHERE id = ANY($1::bigint[]) AND user_id = $2`, [ids.map(String), userId]),
-    byId,
-  )
+  db.query<B>(`SELECT id, text_body, html_body${more ? `, ${more}` : ""} FROM ${table} WHERE id = ANY($1::bigint[]) AND user_id = $2`, [
+    ids.map(String),
+    userId,
+  ])
 
 /** A heavy row is one whose bodies its page's statement left out. */
 export const isHeavy = (row: PageRow, inline = INLINE_BODY_BYTES): boolean => Number(row.body_bytes) > inline

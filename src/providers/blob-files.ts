@@ -39,6 +39,24 @@ export const filesystemBlobs = (dir: string, minBytes: number) =>
 
     const read = (key: string) => Effect.promise(() => fs.promises.readFile(fileOf(dir, key)))
 
+    const readRange = (key: string, start: number, length: number) =>
+      Effect.promise(async () => {
+        const file = await fs.promises.open(fileOf(dir, key), "r").catch((e: NodeJS.ErrnoException) => {
+          if (e.code === "ENOENT") return undefined
+          throw e
+        })
+        if (!file) return undefined
+        try {
+          const bytes = Buffer.allocUnsafe(length)
+          const { bytesRead } = await file.read(bytes, 0, length, start)
+          // A file shorter than its row says is not a deletion race: the row and the file disagree.
+          if (bytesRead !== length) throw new Error(`blob ${key}: ${bytesRead} bytes at ${start}, expected ${length}`)
+          return bytes
+        } finally {
+          await file.close()
+        }
+      })
+
     const discard = (keys: ReadonlyArray<string>) =>
       Effect.promise(() => Promise.all(keys.map((k) => removeFile(fileOf(dir, k))))).pipe(Effect.asVoid)
 
@@ -86,7 +104,7 @@ export const filesystemBlobs = (dir: string, minBytes: number) =>
         return removed
       })
 
-    return MimeBlobs.of({ placeFor, read, discard, collect, sweep })
+    return MimeBlobs.of({ placeFor, read, readRange, discard, collect, sweep })
   })
 
 /**

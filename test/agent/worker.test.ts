@@ -183,6 +183,29 @@ describe("draft mode", () => {
   })
 })
 
+describe("large mail", () => {
+  it("gives the AI the text of a message, and of its thread, kept in the message's file (migration 042)", async () => {
+    const box = await setup({ mode: "draft" })
+    const sender = recordingSender()
+    // Over the blob threshold (64 KiB in tests), the text a range of the body: read from the file.
+    const big = (first: string) => `${first}\r\n${"Mstari wa maelezo ya oda, bei na usafirishaji.\r\n".repeat(1_600)}`
+    const first = await deliver(api, mail({ to: box.email, subject: "Order 77", body: big("Oda ya kwanza: sukari kilo 50") }), { to: box.email })
+    const [stored] = await api.run(Effect.flatMap(Database, (db) =>
+      db.query<{ text_body: string; text_blob: string | null }>("SELECT text_body, text_blob FROM inbound_messages WHERE id = $1", [first])
+    ))
+    expect(stored).toMatchObject({ text_body: "", text_blob: expect.any(String) })
+    await rounds(box, sender.layer)
+    const before = ai.requests.length
+    await deliver(api, mail({ to: box.email, subject: "Re: Order 77", body: big("Oda ya pili: mchele kilo 20") }), { to: box.email })
+    await rounds(box, sender.layer)
+    expect((await jobs(box)).map((j) => j.status)).toEqual(["drafted", "drafted"])
+    const messages = ai.requests[before]!.body.messages
+    expect(messages.map((m) => m.role)).toEqual(["system", "user", "user"])
+    expect(messages[1]!.content).toContain("Oda ya kwanza: sukari kilo 50")
+    expect(messages[2]!.content).toContain("Oda ya pili: mchele kilo 20")
+  })
+})
+
 describe("skip rules end to end", () => {
   it.each([
     ["a bounce (null sender)", () => mailFixture("mail-gem/multipart_report_emails/report_530.eml"), "", "null sender (a bounce or notification)"],

@@ -12,6 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MimeBlobs } from "../../effects/ports/MimeBlobs.ts"
+import { parseMail } from "../../effects/ingest/mime.ts"
 import { Recipients } from "../../effects/ingest/recipients.ts"
 import { Ingest } from "../../effects/ingest/service.ts"
 import { blobGarbageWorker } from "../../src/workers/blob-garbage.ts"
@@ -56,7 +57,8 @@ const sized = (to: string, size: number, subject = "large") => {
   return plainMessage({ to, subject, body: lines.join("") })
 }
 
-const send = async (to: ReadonlyArray<string>, raw: string) => {
+/** Sends `raw` as it is; a string's characters are taken as bytes (latin1: ./smtp-client.ts `dataBlock`). */
+const send = async (to: ReadonlyArray<string>, raw: string | Buffer) => {
   const sent = await sendRaw(app.mx, { from: "alice@sender.example", to, raw })
   expect(sent.data?.code, sent.data?.text).toBe(250)
 }
@@ -94,7 +96,7 @@ describe("large raw MIME in DATA_DIR/blobs", () => {
     expect(eml.length).toBe(large!.size)
     expect(eml.subarray(0, large!.trace).toString()).toMatch(/Authentication-Results: [^]*Received: from [^]*\r\n$/)
     expect(eml.subarray(large!.trace).subarray(0, body.length).equals(body)).toBe(true)
-    // The parsed message is whole too (it never depended on the file).
+    // The parsed message is whole too (its text read back from the file: migration 042).
     const got = await app.api.call("GET", `/api/inbound/messages/${large!.message_id}`, { token: apiKey })
     expect(got.body.data.subject).toBe("large")
     expect(got.body.data.text_body.length).toBeGreaterThan(90 * 1024)
@@ -181,6 +183,105 @@ describe("large raw MIME in DATA_DIR/blobs", () => {
     expect(files()).not.toContain(orphan)
     expect(files()).toContain(fresh)
     expect(files()).toContain(kept!.body_blob)
+  })
+})
+
+/**
+ * A plain UTF-8 message with `textBytes` of text (CRLF line ends, non-ASCII on every line) and
+ * `headerBytes` more of header lines: the text is the body's own bytes, as most machine mail's is.
+ */
+const textual = (to: string, textBytes: number, headerBytes = 0) => {
+  const marker = unique("start")
+  const lines: Array<string> = [`${marker} Habari ya Dar es Salaam`]
+  for (let i = 0, n = 0; n < textBytes; i++) {
+    lines.push(`mstari ${i}: bei ni TSh 5 — ñandú, 🌍 ${"abcdefghij".repeat(5)}`)
+    n += Buffer.byteLength(lines[lines.length - 1]!) + 2
+  }
+  const padding = Array.from({ length: Math.ceil(headerBytes / 100) }, (_, i) => `X-Padding-${i}: ${"p".repeat(84)}`)
+  return { marker, raw: plainMessage({ to, subject: "maandishi", body: lines.join("\r\n"), ...(padding.length ? { extra: padding.join("\r\n") } : {}) }) }
+}
+
+/** Each copy of the account's messages: where its text is. */
+const textsOf = (userId: number) =>
+  query<{ id: number; text_body: string; text_blob: string | null; text_range: Array<number> | null; body_blob: string | null }>(
+    app.api,
+    `SELECT i.id, i.text_body, i.text_blob, i.text_range, m.body_blob
+       FROM inbound_messages i JOIN inbound_mime m ON m.id = i.mime_id WHERE i.user_id = $1 ORDER BY i.id`,
+    [userId],
+  )
+
+/** The text the row held before 042: what the parser makes of the message (sent as UTF-8). */
+const parsedText = async (raw: string) => (await parseMail(Buffer.from(raw))).text
+
+const listed = async (apiKey: string, addressId: number) => {
+  const res = await app.api.call("GET", `/api/inbound/messages?address_id=${addressId}&per_page=100`, { token: apiKey })
+  expect(res.status).toBe(200)
+  return res.body.data as Array<{ id: number; text_body: string }>
+}
+
+describe("a large text body kept once, in its message's file", () => {
+  it("stores the text of a large plain message only in the file, and every read gives the text the row would have held", async () => {
+    const { userId, apiKey, address } = await funded()
+    const { marker, raw } = textual(address.email, 100 * 1024)
+    await send([address.email], Buffer.from(raw))
+    const [row] = await textsOf(userId)
+    expect(row!.text_body).toBe("")
+    expect(row!.text_blob).toBe(row!.body_blob)
+    expect(row!.text_range![1]).toBeGreaterThan(100 * 1024)
+
+    const expected = await parsedText(raw)
+    expect(expected.startsWith(marker)).toBe(true)
+    expect(expected).toContain("ñandú, 🌍")
+    expect(expected).not.toContain("\r\n")
+    const got = await app.api.call("GET", `/api/inbound/messages/${row!.id}`, { token: apiKey })
+    expect(got.status).toBe(200)
+    expect(got.body.data.text_body).toBe(expected)
+    // In a page it is a heavy row (its size counts the file's text), read with its group.
+    expect((await listed(apiKey, address.id)).map((m) => m.text_body)).toEqual([expected])
+    const read = await app.api.call("PATCH", `/api/inbound/messages/${row!.id}/read`, { token: apiKey })
+    expect(read.body.data.text_body).toBe(expected)
+  })
+
+  it("reads a file's text into a light page row too (a large message whose text is under the page's inline size)", async () => {
+    const { userId, apiKey, address } = await funded()
+    const light = textual(address.email, 20 * 1024, 50 * 1024)
+    const small = sized(address.email, 1024, "small")
+    await send([address.email], Buffer.from(light.raw))
+    await send([address.email], small)
+    const [row] = await textsOf(userId)
+    expect(row!.body_blob).not.toBeNull()
+    expect(row!.text_blob).toBe(row!.body_blob)
+    const items = await listed(apiKey, address.id)
+    expect(items.map((m) => m.text_body)).toEqual([await parsedText(small), await parsedText(light.raw)])
+  })
+
+  it("keeps in the row a text under 16 KiB, and one that is not the body's bytes (quoted-printable)", async () => {
+    const { userId, apiKey, address } = await funded()
+    const short = textual(address.email, 8 * 1024, 70 * 1024)
+    const qpBody = Array.from({ length: 1_500 }, (_, i) => `mstari ${i} bei =3D TSh 5 ${"q".repeat(40)}`).join("\r\n")
+    const qp = plainMessage({ to: address.email, subject: "qp", body: qpBody, extra: "Content-Transfer-Encoding: quoted-printable" })
+    await send([address.email], Buffer.from(short.raw))
+    await send([address.email], qp)
+    const rows = await textsOf(userId)
+    expect(rows.map((r) => [r.body_blob !== null, r.text_blob, r.text_range])).toEqual([[true, null, null], [true, null, null]])
+    expect(rows[0]!.text_body).toBe(await parsedText(short.raw))
+    expect(rows[1]!.text_body).toContain("bei = TSh 5")
+    const got = await app.api.call("GET", `/api/inbound/messages/${rows[1]!.id}`, { token: apiKey })
+    expect(got.body.data.text_body).toBe(rows[1]!.text_body)
+  })
+
+  it("answers 404 for a message whose file went after its row was read, and leaves it out of a page", async () => {
+    const { userId, apiKey, address } = await funded()
+    await send([address.email], Buffer.from(textual(address.email, 40 * 1024, 30 * 1024).raw))
+    await send([address.email], Buffer.from(textual(address.email, 100 * 1024).raw))
+    const [light, heavy] = await textsOf(userId)
+    // What a reader between a purge's commit and its file's removal finds: the row, no file.
+    for (const r of [light!, heavy!]) fs.rmSync(path.join(blobDir, r.text_blob!.slice(-2), r.text_blob!))
+    for (const r of [light!, heavy!]) {
+      const got = await app.api.call("GET", `/api/inbound/messages/${r.id}`, { token: apiKey })
+      expect(got.status).toBe(404)
+    }
+    expect(await listed(apiKey, address.id)).toEqual([])
   })
 })
 
