@@ -110,10 +110,11 @@ export type ReadyMessage = PreparedMessage | KeptMessage
 /**
  * A text body at least this large, in a message whose body is kept as a file, is read from that
  * file (migration 042, ../messages/blob-text.ts) instead of being stored again in its row. On
- * PGlite a 100 KiB text stored twice was a third of what the MX wrote: without the second copy
- * 100 KiB mail went 164.5 → 230.5 msgs/s at 8.8 → 5.8 ms of CPU a message (four interleaved pairs,
- * bench/REPORT.md, MX ingest, thirty-ninth session). A smaller text stays in its row, where a page
- * of messages reads it without opening a file.
+ * PGlite the second copy went through its WebAssembly page by page, into TOAST and the WAL: 100 KiB
+ * plain mail over 20 sessions without it 195.5 → 278.5 msgs/s at 7.56 → 4.86 ms of CPU a message
+ * and 270–273 → 247–253 MiB peak RSS (six interleaved pairs, every one faster; bench/REPORT.md, MX
+ * ingest, thirty-ninth session). A smaller text stays in its row, where a page of messages reads it
+ * without opening a file.
  */
 export const TEXT_IN_BLOB_BYTES = 16 * 1024
 

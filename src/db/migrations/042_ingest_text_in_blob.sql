@@ -9,8 +9,8 @@
 -- row only once no copy refers to it.
 -- The preparer names a range only for texts of at least 16 KiB (effects/ingest/prepare.ts
 -- `TEXT_IN_BLOB_BYTES`): smaller ones stay in the row, where a page reads them without a file.
--- PGlite, 100 KiB mail over 20 sessions, four interleaved pairs: 164.5 → 230.5 msgs/s, 8.8 →
--- 5.8 ms of CPU a message (bench/REPORT.md, MX ingest, 2026-11-30 thirty-ninth session).
+-- PGlite, 100 KiB plain mail over 20 sessions, six interleaved pairs: 195.5 → 278.5 msgs/s, 7.56
+-- → 4.86 ms of CPU a message (bench/REPORT.md, MX ingest, 2026-11-30 thirty-ninth session).
 -- A row without `text_range` is stored as before, so an instance of the previous release calls
 -- it unchanged.
 ALTER TABLE inbound_messages ADD COLUMN text_blob text, ADD COLUMN text_range int4[];
