@@ -28,18 +28,25 @@ const READS_AT_ONCE = 8
 /**
  * `rows` in order, each text kept in a file read into `text_body`. A row whose file is gone is
  * left out: its message was deleted after the row was read (the file goes only after its rows).
- * `when` picks the rows to read (the others are kept as they are).
+ * `when` picks the rows to read (the others are kept as they are). Reads and rows without a file
+ * cost nothing more: this is on every message read and every page.
  */
 export const withBlobTexts = <R extends BlobTextRow>(
   blobs: MimeBlobsShape,
   rows: ReadonlyArray<R>,
   when: (row: R) => boolean = () => true,
-): Effect.Effect<Array<R>> =>
-  Effect.map(
-    Effect.forEach(rows, (row) => {
-      const range = row.text_range
-      if (row.text_blob === null || range === null || !when(row)) return Effect.succeed([row])
-      return Effect.map(blobs.readRange(row.text_blob, range[0]!, range[1]!), (bytes) => (bytes === undefined ? [] : [{ ...row, text_body: textOf(bytes) }]))
-    }, { concurrency: READS_AT_ONCE }),
-    (kept) => kept.flat(),
+): Effect.Effect<ReadonlyArray<R>> => {
+  const inFiles = rows.filter((row) => row.text_blob !== null && row.text_range !== null && when(row))
+  if (inFiles.length === 0) return Effect.succeed(rows)
+  return Effect.map(
+    Effect.forEach(inFiles, (row) => blobs.readRange(row.text_blob!, row.text_range![0]!, row.text_range![1]!), { concurrency: READS_AT_ONCE }),
+    (texts) => {
+      const read = new Map(inFiles.map((row, i) => [row, texts[i]]))
+      return rows.flatMap((row) => {
+        if (!read.has(row)) return [row]
+        const bytes = read.get(row)
+        return bytes === undefined ? [] : [{ ...row, text_body: textOf(bytes) }]
+      })
+    },
   )
+}
