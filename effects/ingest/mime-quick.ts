@@ -39,8 +39,9 @@ export interface QuickMail {
   readonly attachments: ReadonlyArray<never>
   /**
    * Where `text` is in the message's bytes, when it is exactly those bytes read as UTF-8 with every
-   * CR LF made LF (a single text part in 7bit, 8bit or binary, valid UTF-8, no NUL): the database
-   * can then make it from the raw MIME it stores anyway (./prepare.ts), and it is not sent twice.
+   * CR LF made LF (one text/plain part, alone or as the only text/plain of a multipart/alternative,
+   * in 7bit, 8bit or binary, valid UTF-8, no NUL): the database can then make it from the raw MIME
+   * it stores anyway (./prepare.ts), and it is not sent twice.
    */
   readonly textRange?: readonly [start: number, end: number]
 }
@@ -254,10 +255,10 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
   }
 
   /** The parts of multipart/alternative `root` (its body from `start`), or undefined when irregular. */
-  const alternatives = (buf: Buffer, start: number, root: MimeNode): Array<{ node: MimeNode; body: Buffer }> | undefined => {
+  const alternatives = (buf: Buffer, start: number, root: MimeNode): Array<{ node: MimeNode; body: Buffer; from: number }> | undefined => {
     const boundary = root._boundary
     if (!boundary) return undefined
-    const parts: Array<{ node: MimeNode; body: Buffer }> = []
+    const parts: Array<{ node: MimeNode; body: Buffer; from: number }> = []
     let state: "preamble" | "head" | "body" = "preamble"
     let headFrom = 0
     let node: MimeNode | undefined
@@ -292,7 +293,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
         if (bodyTo > bodyFrom && buf[bodyTo - 1] === LF) bodyTo--
         if (bodyTo > bodyFrom && buf[bodyTo - 1] === CR) bodyTo--
         if (bodyTo === bodyFrom && found === 1) bodyTo = pos
-        parts.push({ node: node!, body: buf.subarray(bodyFrom, bodyTo) })
+        parts.push({ node: node!, body: buf.subarray(bodyFrom, bodyTo), from: bodyFrom })
         if (found === 2) return parts // the rest is the epilogue
         state = "head"
         headFrom = end
@@ -301,6 +302,13 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
     }
     return undefined // no closing delimiter
   }
+
+  /**
+   * Whether a text part's content (`textOf`) is its body's own bytes: no transfer decoding changed
+   * them (`textOf` decoded them as UTF-8 and made CR LF LF), no invalid UTF-8 became U+FFFD, and
+   * no NUL is there for pgSafe to drop.
+   */
+  const asRead = (node: MimeNode, body: Buffer) => !TRANSFER_DECODED.has(node.encoding) && body.indexOf(0) < 0 && isUtf8(body)
 
   /** The message parsed as simpleParser would, or undefined when it is not one of the shapes taken here. */
   const parse = (buf: Buffer): QuickMail | undefined => {
@@ -316,13 +324,20 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       if (root.contentType !== "multipart/alternative") return undefined
       const parts = alternatives(buf, headEnd, root)
       if (!parts) return undefined
-      for (const { node, body } of parts) {
+      for (const { node, body, from } of parts) {
         const type = inlineTextType(node, false)
         if (!type) return undefined
         const content = textOf(node, body)
         if (content === undefined) return undefined
         // In an alternative neither kind is derived from the other; empty parts add nothing.
-        if (content) (type === "text/plain" ? text : html).push(content)
+        if (!content) continue
+        if (type === "text/html") {
+          html.push(content)
+          continue
+        }
+        text.push(content)
+        // The text is one part's bytes only while it is the only text/plain with content.
+        textRange = text.length === 1 && asRead(node, body) ? [from, from + body.length] : undefined
       }
     } else {
       if (inlineTextType(root, true) !== "text/plain") return undefined
@@ -331,10 +346,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       if (content === undefined) return undefined
       if (content) {
         text = [content]
-        // The body's own bytes when no transfer decoding changed them (`textOf` decoded them as
-        // UTF-8 and made CR LF LF): unless invalid UTF-8 became U+FFFD, or a NUL is there for
-        // pgSafe to drop, the text is those bytes so read.
-        if (!TRANSFER_DECODED.has(root.encoding) && body.indexOf(0) < 0 && isUtf8(body)) textRange = [headEnd, buf.length]
+        if (asRead(root, body)) textRange = [headEnd, buf.length]
       }
     }
 

@@ -109,7 +109,9 @@ export type ReadyMessage = PreparedMessage | KeptMessage
 
 /**
  * A text body at least this large, in a message whose body is kept as a file, is read from that
- * file (migration 042, ../messages/blob-text.ts) instead of being stored again in its row. On
+ * file (migration 042, ../messages/blob-text.ts) instead of being stored again in its row: a
+ * plain message's body, or the one text/plain part of a multipart/alternative (./mime-quick.ts
+ * `textRange`; its HTML part stays in the row). On
  * PGlite the second copy went through its WebAssembly page by page, into TOAST and the WAL: 100 KiB
  * plain mail over 20 sessions without it 195.5 → 278.5 msgs/s at 7.56 → 4.86 ms of CPU a message
  * and 270–273 → 247–253 MiB peak RSS (six interleaved pairs, every one faster; bench/REPORT.md, MX

@@ -242,6 +242,39 @@ describe("a large text body kept once, in its message's file", () => {
     expect(read.body.data.text_body).toBe(expected)
   })
 
+  it("reads the text part of a large multipart/alternative message from the file too; its HTML stays in the row", async () => {
+    const { userId, apiKey, address } = await funded()
+    const plain = textual(address.email, 80 * 1024)
+    const [head, text] = plain.raw.split("\r\n\r\n", 2) as [string, string]
+    const html = `<p>${plain.marker} Habari — ñandú</p>`
+    const raw = [
+      head.replace(/^Content-Type:.*$/im, 'Content-Type: multipart/alternative; boundary="sehemu"'),
+      "",
+      "--sehemu",
+      "Content-Type: text/plain; charset=utf-8",
+      "Content-Transfer-Encoding: 8bit",
+      "",
+      text,
+      "--sehemu",
+      "Content-Type: text/html; charset=utf-8",
+      "",
+      html,
+      "--sehemu--",
+      "",
+    ].join("\r\n")
+    await send([address.email], Buffer.from(raw))
+    const [row] = await textsOf(userId)
+    expect(row!.text_body).toBe("")
+    expect(row!.text_blob).toBe(row!.body_blob)
+    const parsed = await parseMail(Buffer.from(raw))
+    expect(parsed.text.startsWith(plain.marker)).toBe(true)
+    const got = await app.api.call("GET", `/api/inbound/messages/${row!.id}`, { token: apiKey })
+    expect(got.status).toBe(200)
+    expect(got.body.data.text_body).toBe(parsed.text)
+    expect(got.body.data.html_body).toBe(parsed.html)
+    expect(parsed.html).toContain(html)
+  })
+
   it("reads a file's text into a light page row too (a large message whose text is under the page's inline size)", async () => {
     const { userId, apiKey, address } = await funded()
     const light = textual(address.email, 20 * 1024, 50 * 1024)

@@ -34,11 +34,23 @@ const fields = (m: { from?: { value: unknown }; subject?: unknown; messageId?: u
   attachments: m.attachments.length,
 })
 
-/** The quick parse, and mailparser's, of one message (`taken`: whether the quick one took it). */
+/**
+ * The quick parse, and mailparser's, of one message (`taken`: whether the quick one took it).
+ * `ranged`: the bytes the quick parse's `textRange` names, read as UTF-8 with every CR LF made LF
+ * (what the database and the readers of a file make of them), to be mailparser's text.
+ */
 const both = async (raw: Buffer) => {
   const mine = quick(raw)
   const theirs = await simpleParser(raw, PARSER_OPTIONS).then(fields, (e: Error) => ({ error: e.message }))
-  return { taken: mine !== undefined, mine: mine && fields(mine), theirs }
+  const range = mine?.textRange
+  const ranged = range && raw.subarray(range[0], range[1]).toString("utf8").replaceAll("\r\n", "\n")
+  return { taken: mine !== undefined, mine: mine && fields(mine), theirs, ranged }
+}
+
+/** Both parses agree, and a text range names exactly the text. */
+const agree = (r: Awaited<ReturnType<typeof both>>, label?: string) => {
+  expect(r.mine, label).toEqual(r.theirs)
+  if (r.ranged !== undefined) expect(r.ranged, label).toBe((r.theirs as { text?: string }).text)
 }
 
 const corpusDir = path.join(import.meta.dirname, "../../fixtures/mail/mail-gem")
@@ -62,7 +74,7 @@ describe("the quick MIME parse", () => {
       const r = await both(fs.readFileSync(path.join(corpusDir, file)))
       if (!r.taken) continue
       taken.push(file)
-      expect(r.mine, file).toEqual(r.theirs)
+      agree(r, file)
     }
     // Plain and alternative mail of the corpus: the test must keep exercising the quick path.
     expect(taken.length).toBeGreaterThanOrEqual(15)
@@ -117,7 +129,7 @@ describe("the quick MIME parse", () => {
     for (const raw of messages) {
       const r = await both(raw)
       expect(r.taken).toBe(true)
-      expect(r.mine).toEqual(r.theirs)
+      agree(r)
     }
     const parsed = await parseMail(messages[1]!)
     expect(parsed).toMatchObject({
@@ -128,6 +140,28 @@ describe("the quick MIME parse", () => {
       messageId: "<m1@example.co.tz>",
       attachments: [],
     })
+    // An alternative's one text/plain part, its bytes as they are: named by its range (a
+    // quoted-printable one, above, is not).
+    expect(quick(messages[1]!)!.textRange).toBeUndefined()
+    const alternative = crlf([
+      'Content-Type: multipart/alternative; boundary="b2"',
+      "",
+      "--b2",
+      "Content-Type: text/plain; charset=utf-8",
+      "Content-Transfer-Encoding: 8bit",
+      "",
+      "Habari \u{1f600}",
+      "line two",
+      "--b2",
+      "Content-Type: text/html",
+      "",
+      "<p>x</p>",
+      "--b2--",
+      "",
+    ])
+    const range = quick(alternative)!.textRange!
+    expect(alternative.subarray(range[0], range[1]).toString()).toBe("Habari \u{1f600}\r\nline two")
+    agree(await both(alternative))
   })
 
   it("leaves other mail to mailparser", () => {
@@ -253,6 +287,8 @@ describe("the quick MIME parse", () => {
       rawBytes: fc.option(fc.uint8Array({ maxLength: 200 }), { nil: undefined }),
     })
     let taken = 0
+    let rangedSingle = 0
+    let rangedParts = 0
     await fc.assert(
       fc.asyncProperty(message, async (m) => {
         const e = m.e
@@ -285,12 +321,54 @@ describe("the quick MIME parse", () => {
         const r = await both(withRawBytes(Buffer.from(raw, "utf8"), m.rawBytes))
         if (!r.taken) return
         taken++
-        expect(r.mine).toEqual(r.theirs)
+        if (r.ranged !== undefined) (m.multipart ? rangedParts++ : rangedSingle++)
+        agree(r)
       }),
       { numRuns: RUNS, seed: SEED },
     )
-    // The generator must keep reaching the quick path, not only the fallback.
+    // The generator must keep reaching the quick path, not only the fallback, and text ranges
+    // in both shapes.
     expect(taken).toBeGreaterThan(RUNS / 10)
+    expect(rangedSingle).toBeGreaterThan(RUNS / 50)
+    expect(rangedParts).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("names an alternative's text part by its bytes exactly when they are the text", async () => {
+    const utf8Text = fc.string({ unit: fc.oneof(fc.constantFrom("a", " ", "-", "\r", "\n", "\r\n", "\u00e9", "\u{1f600}"), fc.integer({ min: 0, max: 0x10ffff }).map((c) => String.fromCodePoint(c))), maxLength: 120 })
+    const message = fc.record({
+      e: fc.constantFrom("\r\n", "\n"),
+      text: utf8Text,
+      // Raw bytes in the text part (CR, LF, NUL, broken UTF-8).
+      rawBytes: fc.option(fc.uint8Array({ maxLength: 60 }), { nil: undefined, freq: 2 }),
+      charset: fc.constantFrom("", "; charset=utf-8", "; charset=us-ascii", "; charset=iso-8859-1"),
+      cte: fc.constantFrom(undefined, "7bit", "8bit", "binary", "quoted-printable"),
+      html: fc.option(utf8Text, { nil: undefined }),
+      htmlFirst: fc.boolean(),
+      // A second text/plain part: the text is then both joined, no one part's bytes.
+      second: fc.option(utf8Text, { nil: undefined, freq: 2 }),
+      big: fc.constantFrom(0, 0, 300),
+    })
+    let taken = 0
+    let ranged = 0
+    await fc.assert(
+      fc.asyncProperty(message, async (m) => {
+        const e = m.e
+        const body = m.text.replace(/\r?\n/g, e) + (m.rawBytes ? RAW_MARK : "") + "x".repeat(m.big)
+        const plain = (text: string) =>
+          [`--b`, `Content-Type: text/plain${m.charset}`, ...(m.cte ? [`Content-Transfer-Encoding: ${m.cte}`] : []), "", text].join(e)
+        const html = m.html === undefined ? [] : [[`--b`, "Content-Type: text/html; charset=utf-8", "", m.html.replace(/\r?\n/g, e)].join(e)]
+        const parts = [plain(body), ...(m.second === undefined ? [] : [plain(m.second.replace(/\r?\n/g, e))])]
+        const raw = ["Subject: alt", 'Content-Type: multipart/alternative; boundary="b"', "", ...(m.htmlFirst ? [...html, ...parts] : [...parts, ...html]), "--b--", ""].join(e)
+        const r = await both(withRawBytes(Buffer.from(raw, "utf8"), m.rawBytes))
+        if (!r.taken) return
+        taken++
+        if (r.ranged !== undefined) ranged++
+        agree(r)
+      }),
+      { numRuns: RUNS, seed: SEED },
+    )
+    expect(taken).toBeGreaterThan(RUNS / 4)
+    expect(ranged).toBeGreaterThan(RUNS / 10)
   }, 120_000)
 
   it("reads a From field as mailparser does: a plain address without addressparser, anything else through it", async () => {
