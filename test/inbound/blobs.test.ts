@@ -22,7 +22,7 @@ import { createAccount } from "../support/accounts.ts"
 import { makeTestApp } from "../support/app.ts"
 import { startDnsServer, zoneFixture } from "../support/dns-server.ts"
 import { restartableDatabase } from "../support/restartable-db.ts"
-import { createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp, unique } from "../support/inbound.ts"
+import { alternativeMessage, createAddress, fund, type InboundTestApp, plainMessage, query, startInboundApp, unique } from "../support/inbound.ts"
 import { sendRaw } from "../support/smtp-client.ts"
 
 const MIN = 64 * 1024
@@ -247,21 +247,8 @@ describe("a large text body kept once, in its message's file", () => {
     const plain = textual(address.email, 80 * 1024)
     const [head, text] = plain.raw.split("\r\n\r\n", 2) as [string, string]
     const html = `<p>${plain.marker} Habari — ñandú</p>`
-    const raw = [
-      head.replace(/^Content-Type:.*$/im, 'Content-Type: multipart/alternative; boundary="sehemu"'),
-      "",
-      "--sehemu",
-      "Content-Type: text/plain; charset=utf-8",
-      "Content-Transfer-Encoding: 8bit",
-      "",
-      text,
-      "--sehemu",
-      "Content-Type: text/html; charset=utf-8",
-      "",
-      html,
-      "--sehemu--",
-      "",
-    ].join("\r\n")
+    const rootHead = head.split("\r\n").filter((line) => !/^Content-Type:/i.test(line))
+    const raw = alternativeMessage({ head: rootHead, text, html, textHeaders: ["Content-Transfer-Encoding: 8bit"] })
     await send([address.email], Buffer.from(raw))
     const [row] = await textsOf(userId)
     expect(row!.text_body).toBe("")

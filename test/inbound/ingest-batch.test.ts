@@ -23,7 +23,7 @@ import { makeTestApp, type TestApp } from "../support/app.ts"
 import { loggedTestDatabase } from "../support/db.ts"
 import { parseMail } from "../../effects/ingest/mime.ts"
 import { preparedFor } from "../support/inbound-fixtures.ts"
-import { balance, countMessages, createAddress, fund, messageWithPdf, PDF_BASE64, plainMessage, query, unique } from "../support/inbound.ts"
+import { alternativeMessage, balance, countMessages, createAddress, fund, messageWithPdf, PDF_BASE64, plainMessage, query, unique } from "../support/inbound.ts"
 
 /** Statements run through the Database port, by their first words. */
 const statements: Array<string> = []
@@ -260,25 +260,6 @@ describe("the batch commit", () => {
 
   it("reads a plain text body from the raw MIME it stores, and is sent any other text", async () => {
     const a = await account(1000)
-    const alternative = ([text, html]: [string, string]) =>
-      Buffer.from(
-        [
-          "From: <asha@sender.example>",
-          "Subject: alt",
-          'Content-Type: multipart/alternative; boundary="b"',
-          "",
-          "--b",
-          "Content-Type: text/plain; charset=utf-8",
-          "",
-          text,
-          "--b",
-          "Content-Type: text/html; charset=utf-8",
-          "",
-          html,
-          "--b--",
-          "",
-        ].join("\r\n"),
-      )
     const head = (extra: ReadonlyArray<string> = []) =>
       ["From: <asha@sender.example>", "Subject: text", "Content-Type: text/plain; charset=utf-8", ...extra, "", ""].join("\r\n")
     const cases: ReadonlyArray<{ readonly raw: Buffer; readonly fromRaw: boolean }> = [
@@ -290,8 +271,8 @@ describe("the batch commit", () => {
       { raw: Buffer.concat([Buffer.from(head()), Buffer.from([0x61, 0xff, 0xfe, 0x62, 0x0d, 0x0a])]), fromRaw: false },
       { raw: Buffer.from(head(["Content-Transfer-Encoding: quoted-printable"]) + "caf=C3=A9 =\r\nsoft\r\n"), fromRaw: false },
       // An alternative's one text/plain part is its bytes too; two text/plain parts are joined.
-      { raw: alternative(["Habari \u{1f600}\r\nline two\r\n", "<p>x</p>"]), fromRaw: true },
-      { raw: alternative(["moja\r\n", "mbili"]).toString().replace("text/html", "text/plain"), fromRaw: false },
+      { raw: alternativeMessage({ text: "Habari \u{1f600}\r\nline two\r\n", html: "<p>x</p>" }), fromRaw: true },
+      { raw: alternativeMessage({ text: "moja\r\n", html: "mbili" }).replace("text/html", "text/plain"), fromRaw: false },
     ].map((c) => ({ ...c, raw: Buffer.from(c.raw) }))
     const ids = await app.run(Effect.gen(function*() {
       const batch = yield* Effect.forEach(cases, ({ raw }) => Effect.promise(() => preparedFor(raw, [copyOf(a)])))

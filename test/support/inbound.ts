@@ -76,6 +76,28 @@ export const plainMessage = (o: { from?: string; to?: string; subject?: string; 
 /** A PDF's bytes, base64, as `messageWithPdf` attaches them. */
 export const PDF_BASE64 = Buffer.from("%PDF-1.4 batch attachment \u0000\u00ff").toString("base64")
 
+/**
+ * A multipart/alternative message: a text/plain part (`text`, its transfer encoding `textHeaders`)
+ * and a text/html part (`html`), after the root header lines `head`; CRLF line ends.
+ */
+export const alternativeMessage = (o: { text: string; html: string; head?: ReadonlyArray<string>; textHeaders?: ReadonlyArray<string> }) =>
+  [
+    ...(o.head ?? ["From: <asha@sender.example>", "Subject: alt"]),
+    'Content-Type: multipart/alternative; boundary="sehemu"',
+    "",
+    "--sehemu",
+    "Content-Type: text/plain; charset=utf-8",
+    ...(o.textHeaders ?? []),
+    "",
+    o.text,
+    "--sehemu",
+    "Content-Type: text/html; charset=utf-8",
+    "",
+    o.html,
+    "--sehemu--",
+    "",
+  ].join("\r\n")
+
 /** A multipart message: a text part (`text`) and a PDF attachment (PDF_BASE64), CRLF line ends. */
 export const messageWithPdf = (text = "Habari") =>
   [
