@@ -22,8 +22,12 @@ export interface StoredMessage {
   readonly fromAddr: string
   readonly toAddr: string
   readonly subject: string
-  /** The text body as far as an SMS summary reads it (effects/sms/summary.ts `smsBodyOf`); the stored row has all of it. */
-  readonly smsBody: string
+  /**
+   * The text body as far as an SMS summary reads it (effects/sms/summary.ts `smsBodyOf`); the
+   * stored row has all of it. Unset when the text was never made into a string on its way in (the
+   * database made it from the raw MIME): the summary then reads the row's.
+   */
+  readonly smsBody?: string
   readonly receivedAt: Date
 }
 

@@ -166,11 +166,16 @@ const transferDecoded = (node: MimeNode, body: Buffer): Buffer | undefined => {
   return Buffer.concat(out)
 }
 
+/** Whether mailparser decodes a text part as `textOf` does: not format=flowed, in UTF-8 or ASCII. */
+const decodedAsUtf8 = (node: MimeNode): boolean => {
+  if (node.flowed) return false
+  const charset = (node.charset || "utf-8").toLowerCase().replace(/[^a-z0-9]+/g, "")
+  return charset === "ascii" || charset === "usascii" || charset === "utf8"
+}
+
 /** A text part's content as mailparser's `textContent`, or undefined when mailparser would decode it otherwise. */
 const textOf = (node: MimeNode, body: Buffer): string | undefined => {
-  if (node.flowed) return undefined
-  const charset = (node.charset || "utf-8").toLowerCase().replace(/[^a-z0-9]+/g, "")
-  if (charset !== "ascii" && charset !== "usascii" && charset !== "utf8") return undefined
+  if (!decodedAsUtf8(node)) return undefined
   const decoded = transferDecoded(node, body)
   if (!decoded) return undefined
   // A short text is decoded, then its line ends replaced: ~6× faster than `lfOnly` at 2 KiB (1.1
@@ -310,16 +315,40 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
    */
   const asRead = (node: MimeNode, body: Buffer) => !TRANSFER_DECODED.has(node.encoding) && body.indexOf(0) < 0 && isUtf8(body)
 
-  /** The message parsed as simpleParser would, or undefined when it is not one of the shapes taken here. */
-  const parse = (buf: Buffer): QuickMail | undefined => {
+  /**
+   * The message parsed as simpleParser would, or undefined when it is not one of the shapes taken
+   * here. `rangedTextUnread`: a text that a range names (`QuickMail.textRange`) is not made into a
+   * string (the result has the range and no `text`); its reader takes the bytes. For a 2 KiB message
+   * that string was ~5 KB of the event loop's allocations (decoded, line ends replaced, scanned
+   * for NUL) that the database then made again from the raw MIME (bench/REPORT.md, MX ingest,
+   * fortieth session).
+   */
+  const parse = (buf: Buffer, options: { readonly rangedTextUnread?: boolean } = {}): QuickMail | undefined => {
     const headEnd = rootHeadEnd(buf)
     if (headEnd < 0) return undefined
     const root = nodeOf(buf, 0, headEnd, false)
     const headers = root.headers as unknown as { lines: Array<{ key: string; line: string }> }
 
-    let text: Array<string> = []
+    /**
+     * The text/plain parts with content, in order: `bytesAreText` when the content is the body's
+     * bytes as they are (`asRead`), `content` unset while those bytes may stand for it.
+     */
+    const plain: Array<{ node: MimeNode; body: Buffer; from: number; bytesAreText: boolean; content?: string }> = []
     const html: Array<string> = []
-    let textRange: QuickMail["textRange"]
+    /** Adds a text/plain part; false when mailparser would decode it otherwise. */
+    const addPlain = (node: MimeNode, body: Buffer, from: number): boolean => {
+      if (!decodedAsUtf8(node)) return false
+      const bytesAreText = asRead(node, body)
+      // Bytes read as they are have content exactly when there are bytes: the string can wait.
+      if (options.rangedTextUnread && bytesAreText) {
+        if (body.length > 0) plain.push({ node, body, from, bytesAreText })
+        return true
+      }
+      const content = textOf(node, body)
+      if (content === undefined) return false
+      if (content) plain.push({ node, body, from, bytesAreText, content })
+      return true
+    }
     if (root.multipart) {
       if (root.contentType !== "multipart/alternative") return undefined
       const parts = alternatives(buf, headEnd, root)
@@ -327,29 +356,24 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       for (const { node, body, from } of parts) {
         const type = inlineTextType(node, false)
         if (!type) return undefined
+        if (type === "text/plain") {
+          if (!addPlain(node, body, from)) return undefined
+          continue
+        }
         const content = textOf(node, body)
         if (content === undefined) return undefined
         // In an alternative neither kind is derived from the other; empty parts add nothing.
-        if (!content) continue
-        if (type === "text/html") {
-          html.push(content)
-          continue
-        }
-        text.push(content)
-        // The text is one part's bytes only while it is the only text/plain with content.
-        textRange = text.length === 1 && asRead(node, body) ? [from, from + body.length] : undefined
+        if (content) html.push(content)
       }
     } else {
       if (inlineTextType(root, true) !== "text/plain") return undefined
-      const body = buf.subarray(headEnd)
-      const content = textOf(root, body)
-      if (content === undefined) return undefined
-      if (content) {
-        text = [content]
-        if (asRead(root, body)) textRange = [headEnd, buf.length]
-      }
+      if (!addPlain(root, buf.subarray(headEnd), headEnd)) return undefined
     }
 
+    // The text is one part's bytes only while that part is the only text/plain with content.
+    const only = plain.length === 1 ? plain[0]! : undefined
+    const textRange: QuickMail["textRange"] = only?.bytesAreText ? [only.from, only.from + only.body.length] : undefined
+    const text = textRange && options.rangedTextUnread ? [] : plain.map((p) => p.content ?? textOf(p.node, p.body)!)
     return {
       ...headerFields(headers.lines),
       ...(text.length > 0 ? { text: text.join("\n") } : {}),

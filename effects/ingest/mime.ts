@@ -29,8 +29,16 @@ export interface ParsedMessage {
   /** Lowercase header name → unfolded raw value (both `pgSafe`); repeated headers (Received) become arrays. */
   readonly headers: Record<string, string | Array<string>>
   readonly attachments: ReadonlyArray<ParsedAttachment>
-  /** Where `text` is in the parsed bytes, when it is those bytes as they are (./mime-quick.ts `QuickMail`). */
+  /**
+   * Where `text` is in the parsed bytes, when it is those bytes as they are (./mime-quick.ts
+   * `QuickMail`). With `rangedTextUnread`, `text` is then '' and these bytes are the text.
+   */
   readonly textRange?: readonly [start: number, end: number]
+}
+
+export interface ParseOptions {
+  /** A text that `textRange` names is left as bytes: `text` is '' (the caller reads the range). */
+  readonly rangedTextUnread?: boolean
 }
 
 /** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
@@ -86,9 +94,9 @@ export const PARSER_OPTIONS = {
 const quickParser = makeQuickParser(PARSER_OPTIONS)
 
 /** The quick parse, or undefined; a throw there (hostile input it did not foresee) leaves the message to mailparser, which decides. */
-export const quickParse = (source: Buffer): QuickMail | undefined => {
+export const quickParse = (source: Buffer, options?: ParseOptions): QuickMail | undefined => {
   try {
-    return quickParser(source)
+    return quickParser(source, options)
   } catch {
     return undefined
   }
@@ -140,9 +148,10 @@ const unparsedMail = async (source: Buffer | Readable): Promise<QuickMail> => {
 export const parseMail = async (
   source: Buffer | (() => Readable),
   prefix: ReadonlyArray<{ key: string; line: string }> = [],
+  options?: ParseOptions,
 ): Promise<ParsedMessage> => {
   const open = () => (Buffer.isBuffer(source) ? source : source())
-  let mail: QuickMail | ParsedMail | undefined = Buffer.isBuffer(source) ? quickParse(source) : undefined
+  let mail: QuickMail | ParsedMail | undefined = Buffer.isBuffer(source) ? quickParse(source, options) : undefined
   if (!mail) {
     const input = open()
     try {

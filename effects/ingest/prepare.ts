@@ -62,8 +62,12 @@ export interface MessageSummary {
   /** What subscribers (webhooks, SMS, agent) are told about each stored copy. */
   readonly fromAddr: string
   readonly subject: string
-  /** The text body as far as an SMS summary reads it (`smsBodyOf`): the body itself is in `bytes`. */
-  readonly smsBody: string
+  /**
+   * The text body as far as an SMS summary reads it (`smsBodyOf`): the body itself is in `bytes`.
+   * Unset when the database makes the text from the raw MIME (`text_crlf`): the string was never
+   * made, and an SMS summary reads the stored text (effects/sms/delivery.ts).
+   */
+  readonly smsBody?: string
   /** Set when authentication failed or timed out (the message is stored with `temperror` verdicts). */
   readonly authFailure?: string
   /** The blob key of a body written to a file (the job's `blob`): removed again if the message is refused. */
@@ -250,7 +254,9 @@ const prepareRow = async (
   const traceText = auth.headers + receivedHeader(trace)
   const traceBytes = Buffer.from(traceText, "utf8")
 
-  const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText))
+  // A body kept in its row whose text is a range of it: the database makes the text (`text_crlf`),
+  // so the string is not made here at all.
+  const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText), { rangedTextUnread: !job.blob })
   const columns = messageColumns(parsed, job.mailFrom)
   const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
   await kept
@@ -268,7 +274,7 @@ const prepareRow = async (
     size: traceBytes.length + size,
     fromAddr: columns.from_addr,
     subject: parsed.subject,
-    smsBody: smsBodyOf(parsed.text),
+    ...(parsed.textRange && !job.blob ? {} : { smsBody: smsBodyOf(parsed.text) }),
     ...(auth.failure ? { authFailure: auth.failure } : {}),
     ...(job.blob ? { bodyBlob: job.blob.key } : {}),
   }

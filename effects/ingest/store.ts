@@ -96,7 +96,7 @@ const settle = (batch: ReadonlyArray<Prepared>, answer: Answer) => {
       fromAddr: p.message.fromAddr,
       toAddr: p.destinations.find((r) => r.addressId === Number(s.address_id))!.rcpt,
       subject: p.message.subject,
-      smsBody: p.message.smsBody,
+      ...(p.message.smsBody === undefined ? {} : { smsBody: p.message.smsBody }),
       receivedAt: p.at,
     }
   })

@@ -76,14 +76,31 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
         perform: send,
       }
 
-      const enqueue = Effect.fn("SmsDeliveries.enqueue")(function*(message: StoredMessage) {
+      /**
+       * The messages, each with the text its summary reads. One that came without it (its text was
+       * never made into a string on its way in: the database made it from the raw MIME,
+       * effects/ingest/prepare.ts) reads its stored row's, in the storing transaction.
+       */
+      const withSmsBodies = Effect.fnUntraced(function*(messages: ReadonlyArray<StoredMessage>) {
+        const missing = messages.filter((m) => m.smsBody === undefined)
+        if (missing.length === 0) return messages as ReadonlyArray<StoredMessage & { readonly smsBody: string }>
+        const rows = yield* db.query<{ id: number; text_body: string }>(
+          "SELECT id, text_body FROM inbound_messages WHERE id = ANY($1::int8[])",
+          [`{${missing.map((m) => m.id).join(",")}}`],
+        )
+        const texts = new Map(rows.map((r) => [Number(r.id), r.text_body]))
+        return messages.map((m) => (m.smsBody === undefined ? { ...m, smsBody: texts.get(m.id) ?? "" } : m) as StoredMessage & { readonly smsBody: string })
+      })
+
+      const enqueue = Effect.fn("SmsDeliveries.enqueue")(function*(stored: StoredMessage) {
+        const [message] = yield* withSmsBodies([stored])
         const at = yield* now
         return yield* db.query<SmsDeliveryRow>(
           `INSERT INTO sms_deliveries (rule_id, message_id, body, status, attempt, next_attempt_at, created_at)
            SELECT id, $1, $3, 'pending', 0, $4, $4 FROM sms_rules WHERE address_id = $2 AND is_active ORDER BY id
            ON CONFLICT (rule_id, message_id) DO NOTHING
            RETURNING *`,
-          [message.id, message.addressId, smsSummary(message), at],
+          [message!.id, message!.addressId, smsSummary(message!), at],
         )
       })
 
@@ -96,7 +113,7 @@ export class SmsDeliveries extends Context.Service<SmsDeliveries, SmsDeliveriesS
           "SELECT address_id FROM sms_ruled_addresses($1::int8[]) AS address_id",
           [`{${addressIds.join(",")}}`],
         )).map((r) => Number(r.address_id)))
-        const wanted = messages.filter((m) => ruled.has(m.addressId))
+        const wanted = yield* withSmsBodies(messages.filter((m) => ruled.has(m.addressId)))
         if (wanted.length === 0) return 0
         const at = yield* now
         const rows = yield* db.query(

@@ -377,6 +377,33 @@ describe("the follow-up work of a commit", () => {
     expect(await pending("agent_jobs", a.userId)).toBe(1)
   })
 
+  it("makes an SMS summary from the stored text of a message whose text the database made, and from the prepared one otherwise", async () => {
+    const a = await account(1000)
+    await query(
+      app,
+      "INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix) VALUES ($1, $2, '+255712345678', 'x', 'x')",
+      [a.userId, a.address.id],
+    )
+    // A plain body in its row: its text is a range of it, never a string before the database made it.
+    const ranged = plainMessage({ subject: "moja", body: "Mzigo wako umefika \u{1f69a}\r\nleo asubuhi." })
+    const qp = plainMessage({ subject: "mbili", body: "Malipo =3D TSh 5", extra: "Content-Transfer-Encoding: quoted-printable" })
+    await app.run(Effect.gen(function*() {
+      const batch = yield* Effect.forEach([ranged, qp], (raw) => prepared(raw, [copyOf(a)]))
+      expect(batch.map((p) => p.message.smsBody)).toEqual([undefined, "Malipo = TSh 5\n"])
+      const r = yield* commit(batch)
+      yield* r.afterCommit
+    }))
+    const bodies = await query<{ body: string }>(
+      app,
+      "SELECT d.body FROM sms_deliveries d JOIN inbound_messages m ON m.id = d.message_id WHERE m.user_id = $1 ORDER BY m.id",
+      [a.userId],
+    )
+    expect(bodies.map((b) => b.body)).toEqual([
+      "From Alice <alice@sender.example>: moja | Mzigo wako umefika \u{1f69a} leo asubuhi.",
+      "From Alice <alice@sender.example>: mbili | Malipo = TSh 5",
+    ])
+  })
+
   it("runs a subscriber when any message of the commit has its subscription, and queues only for that one", async () => {
     const a = await account(1000)
     const b = await account(1000)

@@ -44,6 +44,10 @@ const both = async (raw: Buffer) => {
   const theirs = await simpleParser(raw, PARSER_OPTIONS).then(fields, (e: Error) => ({ error: e.message }))
   const range = mine?.textRange
   const ranged = range && raw.subarray(range[0], range[1]).toString("utf8").replaceAll("\r\n", "\n")
+  // Asked to leave a ranged text as bytes: the same result, but for that text's string.
+  const unread = quick(raw, { rangedTextUnread: true })
+  const { text: _text, ...rest } = mine ?? {}
+  expect(unread, "rangedTextUnread").toEqual(range ? rest : mine)
   return { taken: mine !== undefined, mine: mine && fields(mine), theirs, ranged }
 }
 

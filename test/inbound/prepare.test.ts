@@ -130,7 +130,12 @@ describe("a prepare thread", () => {
     // Every line of the header, not only the authserv-id.
     expect(row.auth_results.header).toMatch(/^mx\.inbox\.localhost; .*spf=pass/)
     expect(row.auth_results.header).toMatch(/dmarc=pass/)
-    expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>", smsBody: "Habari, hii ni ankara yako.\n" })
+    expect(prepared).toMatchObject({ subject: "Ankara ya mwezi", fromAddr: "Asha <asha@sender.example>" })
+    // Its text is a range of the body, which the database makes into the text (`text_crlf`): no
+    // string of it was made here, so no SMS body either (an SMS summary reads the stored row's).
+    expect(row.text_crlf).toBe(true)
+    expect(raw.subarray(row.text[0], row.text[0] + row.text[1]).toString("utf8").replaceAll("\r\n", "\n")).toBe("Habari, hii ni ankara yako.\n")
+    expect(prepared).not.toHaveProperty("smsBody")
   })
 
   it("encodes the row as JSON and the bytes beside it, each in a buffer of exactly its size: non-ASCII text, attachments and body intact", async () => {
