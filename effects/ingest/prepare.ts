@@ -21,7 +21,7 @@ import * as path from "node:path"
 import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
 import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
 import { type MessageColumns, messageColumns } from "./rows.ts"
-import { smsBodyOf } from "../sms/summary.ts"
+import { smsBodyOf, smsBodyOfBytes } from "../sms/summary.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
 import type { KeptResolver, VerdictMemo } from "./verdicts.ts"
 
@@ -254,10 +254,14 @@ const prepareRow = async (
   const traceText = auth.headers + receivedHeader(trace)
   const traceBytes = Buffer.from(traceText, "utf8")
 
-  // A body kept in its row whose text is a range of it: the database makes the text (`text_crlf`),
-  // so the string is not made here at all.
-  const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText), { rangedTextUnread: !job.blob })
-  const columns = messageColumns(parsed, job.mailFrom)
+  // A text that is a range of the body is made into a string only where something here reads it
+  // (`text` '' otherwise): the database makes the text of a body kept in its row (`text_crlf`),
+  // readers take a long one from the body's file, and the SMS summary reads what it needs.
+  const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText), { rangedTextUnread: true })
+  const range = parsed.textRange && buffer ? buffer.subarray(parsed.textRange[0], parsed.textRange[1]) : undefined
+  // A body kept as a file with a text too short to read from the file: its row holds the text.
+  const rowText = range && job.blob && range.length < TEXT_IN_BLOB_BYTES ? range.toString("utf8").replaceAll("\r\n", "\n") : undefined
+  const columns = messageColumns(rowText === undefined ? parsed : { ...parsed, text: rowText }, job.mailFrom)
   const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
   await kept
   const { row, bytes } = encodeMessage(traceBytes, body, {
@@ -274,7 +278,8 @@ const prepareRow = async (
     size: traceBytes.length + size,
     fromAddr: columns.from_addr,
     subject: parsed.subject,
-    ...(parsed.textRange && !job.blob ? {} : { smsBody: smsBodyOf(parsed.text) }),
+    // None for a body kept in its row with a ranged text: an SMS summary reads the stored one.
+    ...(!range ? { smsBody: smsBodyOf(parsed.text) } : rowText !== undefined ? { smsBody: smsBodyOf(rowText) } : job.blob ? { smsBody: smsBodyOfBytes(range) } : {}),
     ...(auth.failure ? { authFailure: auth.failure } : {}),
     ...(job.blob ? { bodyBlob: job.blob.key } : {}),
   }

@@ -56,5 +56,24 @@ export const smsBodyOf = (text: string): string =>
     // Copied through bytes: V8's `slice` would be a view that keeps the whole body alive.
     : Buffer.from(text.slice(0, HEAD), "utf16le").toString("utf16le")
 
+/**
+ * `smsBodyOf` of the text that `bytes` stand for (UTF-8 without NUL read with every CR LF made
+ * LF: a message's text range, effects/ingest/mime-quick.ts `QuickMail`), reading only their first
+ * few KB when those decide the summary, as they do for all but bodies that start with a long run
+ * of blanks: ingest then never makes a large text into a string it would not store. A cut goes
+ * through at most one character or CR LF, so of the text made from the first bytes only the last
+ * unit or two can differ from the whole's. test/sms/summary.test.ts holds the summaries equal.
+ */
+export const smsBodyOfBytes = (bytes: Uint8Array): string => {
+  const all = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // Each UTF-16 unit takes at most 3 bytes (a 4-byte sequence makes two).
+  const cut = 3 * HEAD + 8
+  if (all.length > cut) {
+    const head = all.subarray(0, cut).toString("utf8").replaceAll("\r\n", "\n")
+    if (head.length > HEAD + 2 && decidingHead(head) !== undefined) return Buffer.from(head.slice(0, HEAD), "utf16le").toString("utf16le")
+  }
+  return smsBodyOf(all.toString("utf8").replaceAll("\r\n", "\n"))
+}
+
 /** UTF-16 units of a body `smsBodyOf` keeps whole without looking (8 KiB). */
 const KEPT_WHOLE = 4096

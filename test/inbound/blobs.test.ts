@@ -15,6 +15,7 @@ import { MimeBlobs } from "../../effects/ports/MimeBlobs.ts"
 import { parseMail } from "../../effects/ingest/mime.ts"
 import { Recipients } from "../../effects/ingest/recipients.ts"
 import { Ingest } from "../../effects/ingest/service.ts"
+import { smsSummary } from "../../effects/sms/summary.ts"
 import { blobGarbageWorker } from "../../src/workers/blob-garbage.ts"
 import { runOnce } from "../../src/workers/worker.ts"
 import { retentionWorker } from "../../src/workers/retention.ts"
@@ -262,6 +263,32 @@ describe("a large text body kept once, in its message's file", () => {
     expect(parsed.html).toContain(html)
   })
 
+  it("makes an SMS summary of a message whose text is in its file, and of one whose short text is in its row, as from the whole text", async () => {
+    const { userId, address } = await funded()
+    await query(
+      app.api,
+      "INSERT INTO sms_rules (user_id, address_id, phone_number, provider_key_sealed, provider_key_prefix) VALUES ($1, $2, '+255712345678', 'x', 'x')",
+      [userId, address.id],
+    )
+    const long = textual(address.email, 100 * 1024).raw
+    const short = textual(address.email, 8 * 1024, 70 * 1024).raw
+    await send([address.email], Buffer.from(long))
+    await send([address.email], Buffer.from(short))
+    const rows = await textsOf(userId)
+    expect(rows.map((r) => [r.body_blob !== null, r.text_blob !== null])).toEqual([[true, true], [true, false]])
+    const bodies = await query<{ body: string }>(
+      app.api,
+      "SELECT d.body FROM sms_deliveries d JOIN inbound_messages m ON m.id = d.message_id WHERE m.user_id = $1 ORDER BY m.id",
+      [userId],
+    )
+    const expected = await Promise.all([long, short].map(async (raw) => {
+      const parsed = await parseMail(Buffer.from(raw))
+      return smsSummary({ fromAddr: parsed.from, subject: parsed.subject, smsBody: parsed.text })
+    }))
+    expect(bodies.map((b) => b.body)).toEqual(expected)
+    expect(expected[0]).toContain("Habari ya Dar es Salaam mstari 0: bei ni TSh 5")
+  })
+
   it("reads a file's text into a light page row too (a large message whose text is under the page's inline size)", async () => {
     const { userId, apiKey, address } = await funded()
     const light = textual(address.email, 20 * 1024, 50 * 1024)
@@ -288,6 +315,19 @@ describe("a large text body kept once, in its message's file", () => {
     expect(rows[1]!.text_body).toContain("bei = TSh 5")
     const got = await app.api.call("GET", `/api/inbound/messages/${rows[1]!.id}`, { token: apiKey })
     expect(got.body.data.text_body).toBe(rows[1]!.text_body)
+  })
+
+  it("keeps in the row, line ends made LF, a short text of a file-kept body that the quick parse reads (headers under 64 KiB)", async () => {
+    const { userId, apiKey, address } = await funded()
+    const short = textual(address.email, 8 * 1024, 58 * 1024)
+    await send([address.email], Buffer.from(short.raw))
+    const [row] = await textsOf(userId)
+    expect([row!.body_blob !== null, row!.text_blob, row!.text_range]).toEqual([true, null, null])
+    const expected = await parsedText(short.raw)
+    expect(expected).toContain("\nmstari 1: bei ni TSh 5")
+    expect(row!.text_body).toBe(expected)
+    const got = await app.api.call("GET", `/api/inbound/messages/${row!.id}`, { token: apiKey })
+    expect(got.body.data.text_body).toBe(expected)
   })
 
   it("answers 404 for a message whose file went after its row was read, and leaves it out of a page", async () => {

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { clip, SMS_MAX_CHARS, smsBodyOf, smsSummary } from "../../effects/sms/summary.ts"
+import { clip, SMS_MAX_CHARS, smsBodyOf, smsBodyOfBytes, smsSummary } from "../../effects/sms/summary.ts"
 
 /** The definition: the whole body made one line. */
 const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim()
@@ -39,6 +39,28 @@ describe("the SMS summary", () => {
       ),
       { numRuns: 2_000 },
     )
+  })
+
+  it("gives the same summary from a text's bytes, reading only their start where it decides", () => {
+    fc.assert(
+      fc.property(
+        fc.array(piece, { maxLength: 40 }).map((ps) => ps.join("").replaceAll("\u0000", "")),
+        (body) => {
+          // What ingest has: the body as UTF-8 (no NUL); its text is those bytes with CR LF made LF.
+          const bytes = Buffer.from(body, "utf8")
+          const text = bytes.toString("utf8").replaceAll("\r\n", "\n")
+          const m = { fromAddr: "a@b.example", subject: "s" }
+          expect(smsSummary({ ...m, smsBody: smsBodyOfBytes(bytes) })).toBe(whole({ ...m, smsBody: text }))
+        },
+      ),
+      { numRuns: 2_000 },
+    )
+    // A long body is read no further than its start, and carried as its first 640 units.
+    const long = Buffer.from("Habari\r\n😀 ".repeat(20_000))
+    expect(smsBodyOfBytes(long)).toBe(long.subarray(0, 3_000).toString().replaceAll("\r\n", "\n").slice(0, 4 * SMS_MAX_CHARS))
+    // One that starts with a long run of blanks is read whole.
+    const blanks = Buffer.from(" ".repeat(5_000) + "Habari\r\n")
+    expect(smsBodyOfBytes(blanks)).toBe(" ".repeat(5_000) + "Habari\n")
   })
 
   it("carries only the start of a long body to the commit, the whole of one the start does not decide", () => {
