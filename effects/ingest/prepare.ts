@@ -262,6 +262,15 @@ const prepareRow = async (
   // A body kept as a file with a text too short to read from the file: its row holds the text.
   const rowText = range && job.blob && range.length < TEXT_IN_BLOB_BYTES ? range.toString("utf8").replaceAll("\r\n", "\n") : undefined
   const columns = messageColumns(rowText === undefined ? parsed : { ...parsed, text: rowText }, job.mailFrom)
+  // What an SMS summary reads of the text; none for a body kept in its row with a ranged text,
+  // whose summary reads the stored text (effects/sms/delivery.ts).
+  const smsBody = !range
+    ? smsBodyOf(parsed.text)
+    : rowText !== undefined
+    ? smsBodyOf(rowText)
+    : job.blob
+    ? smsBodyOfBytes(range)
+    : undefined
   const body = job.blob ? { blob: job.blob.key } : buffer ?? (await readFile((job.source as { path: string }).path))
   await kept
   const { row, bytes } = encodeMessage(traceBytes, body, {
@@ -278,8 +287,7 @@ const prepareRow = async (
     size: traceBytes.length + size,
     fromAddr: columns.from_addr,
     subject: parsed.subject,
-    // None for a body kept in its row with a ranged text: an SMS summary reads the stored one.
-    ...(!range ? { smsBody: smsBodyOf(parsed.text) } : rowText !== undefined ? { smsBody: smsBodyOf(rowText) } : job.blob ? { smsBody: smsBodyOfBytes(range) } : {}),
+    ...(smsBody === undefined ? {} : { smsBody }),
     ...(auth.failure ? { authFailure: auth.failure } : {}),
     ...(job.blob ? { bodyBlob: job.blob.key } : {}),
   }
