@@ -46,6 +46,12 @@ export interface QuickMail {
   readonly textRange?: readonly [start: number, end: number]
 }
 
+/** How `parse` treats a text that a range names. */
+export interface QuickParseOptions {
+  /** Left as bytes: the result has the range and no `text` (its reader takes the bytes). */
+  readonly rangedTextUnread?: boolean
+}
+
 type MimeNode = InstanceType<typeof mailsplit.MimeNode>
 /** The parts of a MailParser that header fields are read with. */
 interface HeaderProcessor {
@@ -323,7 +329,8 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
    * for NUL) that the database then made again from the raw MIME (bench/REPORT.md, MX ingest,
    * fortieth session).
    */
-  const parse = (buf: Buffer, options: { readonly rangedTextUnread?: boolean } = {}): QuickMail | undefined => {
+  const parse = (buf: Buffer, options?: QuickParseOptions): QuickMail | undefined => {
+    const unread = options?.rangedTextUnread === true
     const headEnd = rootHeadEnd(buf)
     if (headEnd < 0) return undefined
     const root = nodeOf(buf, 0, headEnd, false)
@@ -340,7 +347,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
       if (!decodedAsUtf8(node)) return false
       const bytesAreText = asRead(node, body)
       // Bytes read as they are have content exactly when there are bytes: the string can wait.
-      if (options.rangedTextUnread && bytesAreText) {
+      if (unread && bytesAreText) {
         if (body.length > 0) plain.push({ node, body, from, bytesAreText })
         return true
       }
@@ -373,7 +380,7 @@ export const makeQuickParser = (options: SimpleParserOptions) => {
     // The text is one part's bytes only while that part is the only text/plain with content.
     const only = plain.length === 1 ? plain[0]! : undefined
     const textRange: QuickMail["textRange"] = only?.bytesAreText ? [only.from, only.from + only.body.length] : undefined
-    const text = textRange && options.rangedTextUnread ? [] : plain.map((p) => p.content ?? textOf(p.node, p.body)!)
+    const text = textRange && unread ? [] : plain.map((p) => p.content ?? textOf(p.node, p.body)!)
     return {
       ...headerFields(headers.lines),
       ...(text.length > 0 ? { text: text.join("\n") } : {}),

@@ -10,7 +10,7 @@
 import { type AddressObject, type EmailAddress, type ParsedMail, simpleParser, type SimpleParserOptions } from "mailparser"
 import type { Readable } from "node:stream"
 import { CharsetDecoder } from "./charsets.ts"
-import { HEAD_LIMIT, makeQuickParser, type QuickMail } from "./mime-quick.ts"
+import { HEAD_LIMIT, makeQuickParser, type QuickMail, type QuickParseOptions } from "./mime-quick.ts"
 import { pgSafe } from "./text.ts"
 
 export interface ParsedAttachment {
@@ -36,10 +36,8 @@ export interface ParsedMessage {
   readonly textRange?: readonly [start: number, end: number]
 }
 
-export interface ParseOptions {
-  /** A text that `textRange` names is left as bytes: `text` is '' (the caller reads the range). */
-  readonly rangedTextUnread?: boolean
-}
+/** With `rangedTextUnread`, a text that `textRange` names is '' (the caller reads the range). */
+export type ParseOptions = QuickParseOptions
 
 /** `Name <addr>`, quoting the name only when it holds specials (mailparser quotes every name). */
 const mailbox = (m: EmailAddress): string => {

@@ -21,6 +21,7 @@ import * as path from "node:path"
 import { authenticate, type Authenticated, type AuthInput, type AuthResults, unsignedHeaders } from "./authenticate.ts"
 import { headerLinesOf, type ParsedMessage, parseMail } from "./mime.ts"
 import { type MessageColumns, messageColumns } from "./rows.ts"
+import { rangedText } from "../shared/ranged-text.ts"
 import { smsBodyOf, smsBodyOfBytes } from "../sms/summary.ts"
 import { receivedHeader, type TraceInput } from "./trace.ts"
 import type { KeptResolver, VerdictMemo } from "./verdicts.ts"
@@ -260,7 +261,7 @@ const prepareRow = async (
   const parsed = await parseMail(buffer ?? openFile, headerLinesOf(traceText), { rangedTextUnread: true })
   const range = parsed.textRange && buffer ? buffer.subarray(parsed.textRange[0], parsed.textRange[1]) : undefined
   // A body kept as a file with a text too short to read from the file: its row holds the text.
-  const rowText = range && job.blob && range.length < TEXT_IN_BLOB_BYTES ? range.toString("utf8").replaceAll("\r\n", "\n") : undefined
+  const rowText = range && job.blob && range.length < TEXT_IN_BLOB_BYTES ? rangedText(range) : undefined
   const columns = messageColumns(rowText === undefined ? parsed : { ...parsed, text: rowText }, job.mailFrom)
   // What an SMS summary reads of the text; none for a body kept in its row with a ranged text,
   // whose summary reads the stored text (effects/sms/delivery.ts).

@@ -6,6 +6,7 @@
  */
 import { Effect } from "effect"
 import type { MimeBlobsShape } from "../ports/MimeBlobs.ts"
+import { rangedText } from "../shared/ranged-text.ts"
 
 /** The columns a reader selects beside `text_body` for it. */
 export const BLOB_TEXT_COLUMNS = "text_blob, text_range"
@@ -18,9 +19,6 @@ export interface BlobTextRow {
   readonly text_blob: string | null
   readonly text_range: ReadonlyArray<number> | null
 }
-
-/** The text as stored: the bytes as UTF-8 with every CR LF made LF (as 039 reads a text from the raw MIME). */
-const textOf = (bytes: Buffer): string => bytes.toString("utf8").replaceAll("\r\n", "\n")
 
 /** Files read at once for one call (a page of 100 rows reads its light rows' texts). */
 const READS_AT_ONCE = 8
@@ -45,7 +43,7 @@ export const withBlobTexts = <R extends BlobTextRow>(
       return rows.flatMap((row) => {
         if (!read.has(row)) return [row]
         const bytes = read.get(row)
-        return bytes === undefined ? [] : [{ ...row, text_body: textOf(bytes) }]
+        return bytes === undefined ? [] : [{ ...row, text_body: rangedText(bytes) }]
       })
     },
   )

@@ -2,6 +2,7 @@
  * The text of an SMS notification: sender, subject and the start of the body in at most 160
  * characters (one SMS). Sender and subject are capped so a long one cannot crowd out the rest.
  */
+import { rangedText } from "../shared/ranged-text.ts"
 
 export const SMS_MAX_CHARS = 160
 
@@ -65,14 +66,13 @@ export const smsBodyOf = (text: string): string =>
  * unit or two can differ from the whole's. test/sms/summary.test.ts holds the summaries equal.
  */
 export const smsBodyOfBytes = (bytes: Uint8Array): string => {
-  const all = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   // Each UTF-16 unit takes at most 3 bytes (a 4-byte sequence makes two).
   const cut = 3 * HEAD + 8
-  if (all.length > cut) {
-    const head = all.subarray(0, cut).toString("utf8").replaceAll("\r\n", "\n")
+  if (bytes.byteLength > cut) {
+    const head = rangedText(bytes.subarray(0, cut))
     if (head.length > HEAD + 2 && decidingHead(head) !== undefined) return Buffer.from(head.slice(0, HEAD), "utf16le").toString("utf16le")
   }
-  return smsBodyOf(all.toString("utf8").replaceAll("\r\n", "\n"))
+  return smsBodyOf(rangedText(bytes))
 }
 
 /** UTF-16 units of a body `smsBodyOf` keeps whole without looking (8 KiB). */
