@@ -85,6 +85,12 @@ export interface Settings {
    */
   readonly ingestReusedOnLoop: boolean
   /**
+   * MX_THREAD: the MX's SMTP protocol (sockets, TLS, reading DATA) runs on a thread of its own and
+   * asks the event loop only for the steps that need the service (src/smtp/mx-threaded.ts, which
+   * says what it trades). Off by default.
+   */
+  readonly mxThread: boolean
+  /**
    * INGEST_BLOB_BYTES: received messages of at least this many bytes keep their body as a file in
    * `DATA_DIR/blobs` instead of the database (effects/ports/MimeBlobs.ts); 0: always in the database.
    * Default: 65536 on PGlite, 0 with a PostgreSQL server.

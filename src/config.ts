@@ -89,6 +89,7 @@ export const LOOP_PREPARE_BYTES = 64 * 1024
  */
 export const reusedOnLoopFor = (engine: DatabaseShape["dialect"]): boolean => engine === "postgres"
 
+
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
  * (src/providers/blob-files.ts). 100 KiB messages on PGlite: +13–15 % msgs/s and 26–40 MiB less
@@ -145,6 +146,7 @@ const raw = Config.all({
   ingestThreads: Config.option(Config.Int("INGEST_THREADS")),
   ingestLoopBytes: Config.option(Config.Int("INGEST_LOOP_BYTES")),
   ingestReusedOnLoop: Config.option(Config.Boolean("INGEST_REUSED_ON_LOOP")),
+  mxThread: Config.Boolean("MX_THREAD").pipe(Config.withDefault(false)),
   ingestBlobBytes: Config.option(Config.Int("INGEST_BLOB_BYTES")),
 })
 
@@ -280,6 +282,7 @@ export const loadSettings = (provider: ConfigProvider.ConfigProvider = ConfigPro
       ingestThreads,
       ingestLoopBytes,
       ingestReusedOnLoop,
+      mxThread: r.mxThread,
       ingestBlobBytes,
       webhookAllowPrivate: Option.getOrElse(r.webhookAllowPrivate, () => !production),
       baseUrl: (r.baseUrl || `http://localhost:${r.port}`).replace(/\/+$/, ""),

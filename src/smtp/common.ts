@@ -5,6 +5,7 @@
  */
 import { Cause, Effect, Exit, Schema } from "effect"
 import type { AppRuntime, AppServices } from "../layers.ts"
+import { smtpError } from "./smtp-error.ts"
 
 /** An SMTP answer other than success; the server writes `code message`. */
 export class SmtpReply extends Schema.TaggedError<SmtpReply>()("SmtpReply", {
@@ -26,8 +27,7 @@ export const LOCAL_ERROR = reply(451, "4.3.0 Local error in processing, try agai
  */
 export const commonReply = (e: { readonly _tag: string }): SmtpReply => e._tag === "SmtpReply" ? (e as SmtpReply) : LOCAL_ERROR
 
-/** An Error smtp-server writes as `responseCode message`. */
-export const smtpError = (r: { code: number; message: string }) => Object.assign(new Error(r.message), { responseCode: r.code })
+export { smtpError } from "./smtp-error.ts"
 
 /**
  * Failures and defects alike end in a reply: `table` maps a service error to its reply (or

@@ -9,16 +9,18 @@
  *
  * A client that leaves before the final dot gets 451 and nothing is handed on; an oversized
  * message gets 552. Every path gives back its memory and removes its spool file.
+ *
+ * Free of Effect: the MX's protocol thread (./mx-thread.ts) reads DATA with `readData` and hands
+ * the result to the event loop, which opens it with `openRead`.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Readable } from "node:stream"
 import type { SMTPServerDataStream } from "smtp-server"
 import { type MessageBytes, ownedCopy, ownInMemory } from "../../effects/ingest/bytes.ts"
-import { randomHexSync } from "../../effects/shared/crypto.ts"
 import { freeBytes } from "../../effects/shared/free-bytes.ts"
-import { smtpError } from "./common.ts"
-import { MEMORY_FULL, type MemoryBudget } from "./limits.ts"
+import { type Budget, MEMORY_FULL } from "./budget.ts"
+import { smtpError } from "./smtp-error.ts"
 
 /** Messages larger than this are spooled to disk while they arrive. */
 export const SPOOL_THRESHOLD = 1024 * 1024
@@ -28,8 +30,16 @@ export const DATA_RESERVE = 64 * 1024
 export interface DataOptions {
   readonly maxBytes: number
   readonly spoolDir: string
-  readonly memory: MemoryBudget
+  readonly memory: Budget
 }
+
+/**
+ * A message read in full, in memory (a buffer of its own, transferable to another thread) or in a
+ * spool file; `held` bytes of the budget are its until it has been answered.
+ */
+export type DataRead =
+  | { readonly _tag: "Memory"; readonly bytes: Uint8Array; readonly held: number }
+  | { readonly _tag: "File"; readonly path: string; readonly size: number; readonly held: number }
 
 /** A message read in full; `finish` gives back its memory and spool file once it has been answered. */
 export type Complete = (message: MessageBytes, finish: () => void) => void
@@ -68,11 +78,39 @@ const isAlive = (pid: number): boolean => {
   }
 }
 
+/** The read message's bytes, and the `finish` that gives back its budget and spool file. */
+export const openRead = (read: DataRead, memory: Budget): { message: MessageBytes; finish: () => void } =>
+  read._tag === "Memory"
+    ? { message: ownInMemory(read.bytes), finish: () => memory.release(read.held) }
+    : {
+      message: spooled(read.path, read.size),
+      finish: () => {
+        memory.release(read.held)
+        fs.rm(read.path, { force: true }, () => undefined)
+      },
+    }
+
+/** Reads a DATA with bounded memory; `complete` gets the message, `callback` a refusal. */
 export const readMessage = (
   stream: SMTPServerDataStream,
   options: DataOptions,
   callback: (err: Error | null) => void,
   complete: Complete,
+) =>
+  readData(stream, options, callback, (read) => {
+    const { message, finish } = openRead(read, options.memory)
+    complete(message, finish)
+  })
+
+/** Spool files are named by process (`prepareSpool` removes those of processes that are gone). */
+const spoolName = () => `${process.pid}-${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}.eml`
+
+/** Reads a DATA as `readMessage` does; `complete` gets what was read, for the thread that opens it. */
+export const readData = (
+  stream: SMTPServerDataStream,
+  options: DataOptions,
+  callback: (err: Error | null) => void,
+  complete: (read: DataRead) => void,
 ) => {
   const { memory } = options
   // No room for even the first bytes: refused before one is kept; smtp-server reads the rest of
@@ -108,7 +146,7 @@ export const readMessage = (
     callback(error)
   }
   const startSpool = () => {
-    const file = path.join(options.spoolDir, `${process.pid}-${randomHexSync(8)}.eml`)
+    const file = path.join(options.spoolDir, spoolName())
     const out = fs.createWriteStream(file, { flags: "wx", mode: 0o600 })
     out.on("error", () => fail(smtpError({ code: 451, message: "4.3.0 Local error in processing, try again later" })))
     spool = { file, out }
@@ -158,21 +196,16 @@ export const readMessage = (
       const mine = kept
       held = 0
       // One buffer of its own for the preparer; the chunks' copies are freed once joined.
-      const bytes = ownInMemory(chunks.length === 1 ? chunks[0]! : ownedCopy(chunks, kept))
+      const bytes = chunks.length === 1 ? chunks[0]! : ownedCopy(chunks, kept)
       if (chunks.length > 1) for (const c of chunks) freeBytes(c)
       chunks.length = 0
-      return complete(bytes, () => memory.release(mine))
+      return complete({ _tag: "Memory", bytes, held: mine })
     }
     const { file, out } = spool
     out.end(() => {
       if (failed) return
       // Worked on only when the budget has room for it.
-      memory.take(total).then((held) =>
-        complete(spooled(file, total), () => {
-          memory.release(held)
-          fs.rm(file, { force: true }, () => undefined)
-        })
-      )
+      memory.take(total).then((held) => complete({ _tag: "File", path: file, size: total, held }))
     })
   })
 }

@@ -8,6 +8,10 @@
  *
  * No AUTH here: an MX takes mail from anyone for our domains. STARTTLS is offered with the
  * certificate of tls.ts (none in production without TLS_CERT_FILE / TLS_KEY_FILE).
+ *
+ * With MX_THREAD smtp-server runs on a thread of its own (./mx-threaded.ts, which says what that
+ * trades) and asks the event loop's session policy for each step; without it (the default), here
+ * on the event loop (`startMxOnLoop`). The answers are the same either way.
  */
 import { SMTPServer, type SMTPServerOptions } from "smtp-server"
 import { isEmpty } from "../../effects/ingest/admission.ts"
@@ -15,20 +19,33 @@ import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
 import { stepRunner } from "./common.ts"
 import { readMessage } from "./data.ts"
-import { commonServerOptions, listen, serverSessions } from "./server.ts"
+import { startMxOnThread } from "./mx-threaded.ts"
+import { listen, type OpenedServer, protocolOptions, serverSessions } from "./server.ts"
 import { endTransaction, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
 import type { AppRuntime } from "../layers.ts"
 
-/** The MX's smtp-server options, apart from its handlers. */
-export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOptions => ({
+/** The MX's smtp-server options that are plain values: no handlers, no certificate. */
+export const mxPlainOptions = (settings: Settings, tlsEnabled: boolean) => ({
   name: settings.mxHost,
   banner: "inbound mail",
-  disabledCommands: tls.enabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
-  ...commonServerOptions(settings, tls),
+  disabledCommands: tlsEnabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
+  ...protocolOptions(settings),
+}) satisfies SMTPServerOptions
+
+/** The MX's smtp-server options, apart from its handlers. */
+export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOptions => ({
+  ...mxPlainOptions(settings, tls.enabled),
+  ...tls.options,
 })
 
-export const startMx = async (runtime: AppRuntime, settings: Settings) => {
+/** The MX's protocol on a thread of its own (./mx-threaded.ts) or on the event loop (below). */
+export const startMx = (runtime: AppRuntime, settings: Settings): Promise<OpenedServer> =>
+  settings.mxThread
+    ? startMxOnThread(runtime, settings, (tlsEnabled) => mxPlainOptions(settings, tlsEnabled))
+    : startMxOnLoop(runtime, settings)
+
+export const startMxOnLoop = async (runtime: AppRuntime, settings: Settings) => {
   const tls = await smtpTls(runtime, settings, "mx")
   const sessions = serverSessions(runtime, settings, tls, newSessionState)
   const { stateOf } = sessions

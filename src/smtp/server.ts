@@ -18,17 +18,22 @@ export interface OpenedServer {
   readonly close: () => Promise<void>
 }
 
-/** Options both servers set the same way; each adds its name, banner, commands and auth. */
-export const commonServerOptions = (settings: Settings, tls: SmtpTls) => ({
+/** Options both servers set the same way that are plain values (the MX's thread gets them as they are). */
+export const protocolOptions = (settings: Settings) => ({
   size: settings.maxMessageBytes,
   rejectOversized: true,
   maxRecipients: MAX_RECIPIENTS,
   disableReverseLookup: true,
-  ...tls.options,
   logger: false,
   socketTimeout: 60_000,
   closeTimeout: 10_000,
   maxClients: 1_000,
+}) satisfies SMTPServerOptions
+
+/** Options both servers set the same way; each adds its name, banner, commands and auth. */
+export const commonServerOptions = (settings: Settings, tls: SmtpTls) => ({
+  ...protocolOptions(settings),
+  ...tls.options,
 }) satisfies SMTPServerOptions
 
 /**

@@ -19,6 +19,9 @@ import * as tls from "node:tls"
 import type { SMTPServer, SMTPServerOptions, SMTPServerSession } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import { generateSelfSigned } from "./self-signed.ts"
+import { type TlsFacts, tlsSessions } from "./tls-facts.ts"
+
+export { factsOf, type TlsFacts } from "./tls-facts.ts"
 
 /** The certificate cannot be read, does not parse, or does not match its key. */
 export class TlsUnavailable extends Schema.TaggedError<TlsUnavailable>()("TlsUnavailable", { message: Schema.String }) {}
@@ -28,12 +31,6 @@ export interface TlsMaterial {
   readonly cert: string
   /** `files` (TLS_CERT_FILE / TLS_KEY_FILE) or `generated` (self-signed, in DATA_DIR). */
   readonly source: "files" | "generated"
-}
-
-/** What a session negotiated; null when it stayed plaintext. */
-export interface TlsFacts {
-  readonly protocol: string
-  readonly cipher: string
 }
 
 /** Rejects a key and certificate that do not parse or do not belong together. */
@@ -126,12 +123,6 @@ export const loadTls = (settings: Settings): Effect.Effect<Option.Option<TlsMate
   return Effect.map(selfSigned(settings.dataDir, settings.mxHost), Option.some)
 }
 
-/** The TLS facts of a socket whose handshake completed. */
-export const factsOf = (socket: tls.TLSSocket): TlsFacts => ({
-  protocol: socket.getProtocol() ?? "unknown",
-  cipher: socket.getCipher()?.name ?? "unknown",
-})
-
 /** One SMTP server's TLS: the options to spread into it, its sessions' facts, and reloads. */
 export interface SmtpTls {
   /** False in production without certificate files: STARTTLS is not offered. */
@@ -142,8 +133,11 @@ export interface SmtpTls {
   readonly facts: (session: SMTPServerSession) => TlsFacts | null
   /** Drops a closed session's facts. */
   readonly forget: (session: SMTPServerSession) => void
-  /** Serves re-read certificates on SIGHUP from now on; returns the function that stops it. */
-  readonly attach: (server: SMTPServer) => () => void
+  /**
+   * Serves re-read certificates on SIGHUP from now on (`server` is smtp-server, or what hands the
+   * certificate to the MX's thread); returns the function that stops it.
+   */
+  readonly attach: (server: Pick<SMTPServer, "updateSecureContext">) => () => void
 }
 
 /** Where the TLS module runs its effects (the app's ManagedRuntime); they need no service. */
@@ -169,18 +163,12 @@ export const smtpTls = async (
       })),
     ),
   )
-  const sessions = new Map<string, TlsFacts>()
-  const onSecure: NonNullable<SMTPServerOptions["onSecure"]> = (socket, session, callback) => {
-    if (socket instanceof tls.TLSSocket) sessions.set(session.id, factsOf(socket))
-    callback()
-  }
-  const facts = (session: SMTPServerSession) => sessions.get(session.id) ?? null
-  const forget = (session: SMTPServerSession) => void sessions.delete(session.id)
+  const { onSecure, facts, forget } = tlsSessions()
   if (Option.isNone(loaded)) {
     return { enabled: false, options: {}, facts, forget, attach: () => () => undefined }
   }
 
-  const attach = (server: SMTPServer) => {
+  const attach = (server: Pick<SMTPServer, "updateSecureContext">) => {
     const reload = () =>
       runtime.runPromise(
         loadTls(settings).pipe(

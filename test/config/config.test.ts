@@ -126,6 +126,22 @@ describe("settings", () => {
     if (negative._tag === "Failure") expect(negative.failure.message).toContain("INGEST_LOOP_BYTES")
   })
 
+  it("runs the MX's protocol on the event loop unless MX_THREAD says otherwise, on either engine", async () => {
+    const embedded = await load({ DATA_DIR: tmp() })
+    const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })
+    const onThread = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail", MX_THREAD: "true" })
+    const onEmbedded = await load({ DATA_DIR: tmp(), MX_THREAD: "true" })
+    expect([embedded, onServer, onThread, onEmbedded].map((r) => (r._tag === "Success" ? r.success.mxThread : r._tag))).toEqual([
+      false,
+      false,
+      true,
+      true,
+    ])
+    const junk = await load({ DATA_DIR: tmp(), MX_THREAD: "yes please" })
+    expect(junk._tag).toBe("Failure")
+    if (junk._tag === "Failure") expect(junk.failure.message).toContain("MX_THREAD")
+  })
+
   it("prepares a reused connection's mail on the event loop by default with a PostgreSQL server only, unless INGEST_REUSED_ON_LOOP says otherwise", async () => {
     const embedded = await load({ DATA_DIR: tmp() })
     const onServer = await load({ DATA_DIR: tmp(), DATABASE_URL: "postgres://db.internal/mail" })

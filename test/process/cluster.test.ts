@@ -146,14 +146,16 @@ describe("src/main.ts as a process", () => {
 })
 
 describe.skipIf(!onPostgres)("WEB_CONCURRENCY=2 on PostgreSQL", () => {
-  it("serves HTTP and SMTP from two workers on the same ports, replaces a dead one, stops on SIGTERM", { timeout: 120_000 }, async () => {
+  // With MX_THREAD each worker's MX listens from its thread, outside node:cluster's shared
+  // handle: the threads bind the port together (SO_REUSEPORT, src/smtp/mx-thread-protocol.ts).
+  it.each([["false"], ["true"]])("serves HTTP and SMTP from two workers on the same ports, replaces a dead one, stops on SIGTERM (MX_THREAD=%s)", { timeout: 120_000 }, async (mxThread) => {
     const schema = `t_${randomHexSync(6)}`
     const admin = openPostgres({ url: testDatabaseUrl!, max: 1 })
     await admin.source.query(`CREATE SCHEMA ${schema}`)
     try {
       const url = new URL(testDatabaseUrl!)
       url.searchParams.set("search_path", schema)
-      const s = await startService({ WEB_CONCURRENCY: "2", DATABASE_URL: url.toString() })
+      const s = await startService({ WEB_CONCURRENCY: "2", DATABASE_URL: url.toString(), MX_THREAD: mxThread })
       await waitUntil(() => logLines(s).some((l) => l.message === "all workers listening"), 90_000, "both workers")
       const workers = children(s.child.pid!)
       expect(workers).toHaveLength(2)

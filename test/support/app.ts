@@ -92,6 +92,8 @@ const defaultSettings = (overrides: Partial<Settings>): Settings => ({
   ingestLoopBytes: LOOP_PREPARE_BYTES,
   // The production default of the engine under test (on with PostgreSQL, off on PGlite).
   ingestReusedOnLoop: reusedOnLoopFor(testDatabaseUrl ? "postgres" : "pglite"),
+  // The MX's protocol on the event loop, the default (test/smtp/mx-thread.test.ts runs it on its thread).
+  mxThread: false,
   // PGlite's default on both engines, so the PostgreSQL pass stores large bodies as files too.
   ingestBlobBytes: 64 * 1024,
   ...overrides,

@@ -1,0 +1,211 @@
+/**
+ * The MX with its SMTP protocol on a thread of its own (./mx-thread.ts; MX_THREAD, off by
+ * default). This side, on the event loop, runs each step the thread asks for through the MX's
+ * session policy (./session.ts), exactly as the MX on the event loop does from smtp-server's
+ * callbacks (./mx.ts), and posts the answer back.
+ *
+ * What stays here: the session states (the money held at RCPT), the certificate's loading and
+ * SIGHUP reloads (handed to the thread), logging, and the thread's life. A thread that dies is
+ * logged and started again on the same port after RESTART_MS; its clients lose their
+ * connections (and retry, as for any dropped connection), the holds of their transactions and
+ * the memory budget it held are given back. Stopping closes the thread's server (sessions in
+ * flight end within smtp-server's closeTimeout, their steps still answered here) before the
+ * thread ends.
+ *
+ * What it trades, on two cores with PostgreSQL (bench/REPORT.md, MX ingest, forty-second
+ * session): one message per connection +5 % (a fast machine; +5 to +15 % with a prototype on a
+ * slow one, where the event loop was the bottleneck), but 2 KiB over reused connections −5 %
+ * (each answer wakes the thread, and there is little protocol work to take off the loop), and
+ * 100 KiB mail −4 to −7 % at +40–60 MiB peak RSS (a second isolate, its heap and the buffers it
+ * reads). So it is off by default: for an MX taking mostly small mail one message per connection
+ * on a host whose event loop is the bottleneck.
+ */
+import { Effect } from "effect"
+import cluster from "node:cluster"
+import { Worker } from "node:worker_threads"
+import { isEmpty } from "../../effects/ingest/admission.ts"
+import type { Settings } from "../../effects/config.ts"
+import type { AppRuntime } from "../layers.ts"
+import { siblingModule } from "../module-url.ts"
+import { turnPosts, type TurnPosts } from "../ingest/turn-posts.ts"
+import { takeBackHeld } from "./budget.ts"
+import { stepRunner } from "./common.ts"
+import { openRead, prepareSpool } from "./data.ts"
+import { SmtpMemory } from "./limits.ts"
+import type { FromThread, MxThreadData, ThreadTls, ToThread } from "./mx-thread-protocol.ts"
+import type { OpenedServer } from "./server.ts"
+import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
+import { smtpTls } from "./tls.ts"
+
+/** How long after a thread died the next one starts (a thread that fails at once does not spin). */
+export const RESTART_MS = 500
+/** How long past smtp-server's closeTimeout a stopping thread may take before it is ended. */
+const STOP_GRACE_MS = 5_000
+
+interface Thread {
+  readonly worker: Worker
+  readonly posts: TurnPosts<ToThread>
+  /** The sessions of this thread that reached a step, by smtp-server's session id. */
+  readonly states: Map<string, MxSessionState>
+  readonly held: SharedArrayBuffer
+  ready: boolean
+  /** Set while stopping: called when the thread's server has closed, or the thread is gone. */
+  closed?: () => void
+}
+
+export interface ThreadedMx extends OpenedServer {
+  /** The thread listening now; undefined while one starts (tests end it to see it replaced). */
+  readonly thread: () => Worker | undefined
+}
+
+const stateOf = (thread: Thread, sid: string): MxSessionState => {
+  let state = thread.states.get(sid)
+  if (!state) thread.states.set(sid, (state = newSessionState()))
+  return state
+}
+
+/** `plainOptions`: the MX's smtp-server options without handlers or certificate (./mx.ts). */
+export const startMxOnThread = async (
+  runtime: AppRuntime,
+  settings: Settings,
+  plainOptions: (tlsEnabled: boolean) => MxThreadData["options"],
+): Promise<ThreadedMx> => {
+  const tls = await smtpTls(runtime, settings, "mx")
+  let certificate: ThreadTls | null = tls.enabled ? { key: String(tls.options.key), cert: String(tls.options.cert) } : null
+  const memory = runtime.runSync(SmtpMemory.useSync((m) => m))
+  const spoolDir = prepareSpool(settings.dataDir)
+  const run = stepRunner(runtime, "mx")
+  const log = (effect: Effect.Effect<void>) => void runtime.runFork(effect)
+
+  const closeTimeout = plainOptions(false).closeTimeout ?? 10_000
+  let current: Thread | undefined
+  let stopping = false
+  let port = settings.smtpPort
+
+  const answer = (thread: Thread, id: number) => (err: Error | null, text?: unknown) =>
+    thread.posts.send(
+      err
+        ? { t: "answer", id, error: { code: (err as Error & { responseCode?: number }).responseCode ?? 451, message: err.message } }
+        : { t: "answer", id, ...(typeof text === "string" ? { text } : {}) },
+    )
+
+  const step = (thread: Thread, m: FromThread) => {
+    switch (m.t) {
+      case "mail":
+        return run(onMailFrom(stateOf(thread, m.sid)), answer(thread, m.id))
+      case "rcpt":
+        return run(onRecipient(stateOf(thread, m.sid), m.address), answer(thread, m.id))
+      case "data": {
+        const { message, finish } = openRead(m.read, memory)
+        const delivery = { raw: message, mailFrom: m.mailFrom, recipients: [...m.recipients], reusedConnection: m.reusedConnection, client: m.client }
+        const done = answer(thread, m.id)
+        return run(onMessage(stateOf(thread, m.sid), delivery), (err, text) => {
+          finish()
+          done(err, text)
+        })
+      }
+      case "close": {
+        const state = thread.states.get(m.sid)
+        thread.states.delete(m.sid)
+        if (state && !isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
+        return
+      }
+      case "log":
+        return log(m.level === "error" ? Effect.logError(m.message, m.detail) : Effect.logDebug(m.message, m.detail))
+      case "closed":
+        return thread.closed?.()
+    }
+  }
+
+  /** A thread is gone: what its sessions held goes back; unless stopping, another takes its place. */
+  const gone = (thread: Thread, code: number) => {
+    thread.posts.clear()
+    memory.release(takeBackHeld(thread.held))
+    for (const state of thread.states.values()) if (!isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
+    thread.states.clear()
+    thread.closed?.()
+    if (current !== thread) return
+    current = undefined
+    if (stopping || !thread.ready) return
+    log(Effect.logError(`mx: protocol thread exited with code ${code}; starting another in ${RESTART_MS} ms`))
+    setTimeout(restart, RESTART_MS)
+  }
+
+  const restart = () => {
+    if (stopping) return
+    open().catch((e) => {
+      log(Effect.logError(`mx: protocol thread could not start again; retrying in ${RESTART_MS} ms`, String(e)))
+      setTimeout(restart, RESTART_MS)
+    })
+  }
+
+  /** Starts a thread listening on `port`; resolves once it listens, rejects if it cannot. */
+  const open = () =>
+    new Promise<number>((resolve, reject) => {
+      const held = new SharedArrayBuffer(8)
+      const workerData: MxThreadData = {
+        port,
+        reusePort: cluster.isWorker === true,
+        options: plainOptions(certificate !== null),
+        tls: certificate,
+        maxSessionsPerIp: settings.smtpMaxSessionsPerIp,
+        maxBytes: settings.maxMessageBytes,
+        spoolDir,
+        memory: { capacity: memory.capacity, shared: memory.shared },
+        held,
+      }
+      const worker = new Worker(siblingModule("./mx-thread.ts", import.meta.url), { workerData })
+      const thread: Thread = {
+        worker,
+        posts: turnPosts<ToThread>((messages) => worker.postMessage(messages)),
+        states: new Map(),
+        held,
+        ready: false,
+      }
+      current = thread
+      worker.on("message", (messages: ReadonlyArray<FromThread>) => {
+        for (const m of messages) {
+          if (m.t === "ready") {
+            thread.ready = true
+            port = m.port
+            resolve(m.port)
+          } else if (m.t === "failed") {
+            reject(new Error(m.message))
+            void worker.terminate()
+          } else step(thread, m)
+        }
+      })
+      worker.on("error", (e: unknown) => {
+        if (thread.ready) log(Effect.logError("mx: protocol thread failed", String(e instanceof Error ? e.stack ?? e : e)))
+        else reject(e)
+      })
+      worker.on("exit", (code: number) => {
+        if (!thread.ready) reject(new Error(`mx: protocol thread exited with code ${code} before listening`))
+        gone(thread, code)
+      })
+    })
+
+  await open()
+  // A renewed certificate (SIGHUP) goes to the thread, and to any thread started after.
+  const detach = tls.attach({
+    updateSecureContext: (options) => {
+      certificate = { key: String(options?.key), cert: String(options?.cert) }
+      current?.posts.send({ t: "tls", tls: certificate })
+    },
+  })
+
+  const close = async () => {
+    stopping = true
+    detach()
+    const thread = current
+    if (!thread) return
+    await new Promise<void>((done) => {
+      thread.closed = done
+      thread.worker.postMessage([{ t: "stop" }] satisfies Array<ToThread>)
+      // smtp-server ends the sessions left after its closeTimeout; a thread that cannot is ended.
+      setTimeout(done, closeTimeout + STOP_GRACE_MS).unref()
+    })
+    await thread.worker.terminate()
+  }
+  return { port, close, thread: () => (current?.ready ? current.worker : undefined) }
+}
