@@ -23,18 +23,17 @@
 import { Effect } from "effect"
 import cluster from "node:cluster"
 import { Worker } from "node:worker_threads"
-import { isEmpty } from "../../effects/ingest/admission.ts"
 import type { Settings } from "../../effects/config.ts"
 import type { AppRuntime } from "../layers.ts"
 import { siblingModule } from "../module-url.ts"
 import { turnPosts, type TurnPosts } from "../ingest/turn-posts.ts"
 import { takeBackHeld } from "./budget.ts"
-import { stepRunner } from "./common.ts"
 import { openRead, prepareSpool } from "./data.ts"
 import { SmtpMemory } from "./limits.ts"
 import type { FromThread, MxThreadData, ThreadTls, ToThread } from "./mx-thread-protocol.ts"
 import type { OpenedServer } from "./server.ts"
-import { endTransaction, type MxSessionState, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
+import { mxSteps } from "./mx-steps.ts"
+import { type MxSessionState, newSessionState } from "./session.ts"
 import { smtpTls } from "./tls.ts"
 
 /** How long after a thread died the next one starts (a thread that fails at once does not spin). */
@@ -74,7 +73,7 @@ export const startMxOnThread = async (
   let certificate: ThreadTls | null = tls.enabled ? { key: String(tls.options.key), cert: String(tls.options.cert) } : null
   const memory = runtime.runSync(SmtpMemory.useSync((m) => m))
   const spoolDir = prepareSpool(settings.dataDir)
-  const run = stepRunner(runtime, "mx")
+  const steps = mxSteps(runtime)
   const log = (effect: Effect.Effect<void>) => void runtime.runFork(effect)
 
   const closeTimeout = plainOptions(false).closeTimeout ?? 10_000
@@ -82,33 +81,28 @@ export const startMxOnThread = async (
   let stopping = false
   let port = settings.smtpPort
 
-  const answer = (thread: Thread, id: number) => (err: Error | null, text?: unknown) =>
+  const answer = (thread: Thread, id: number) => (err: Error | null, text?: string) =>
     thread.posts.send(
       err
         ? { t: "answer", id, error: { code: (err as Error & { responseCode?: number }).responseCode ?? 451, message: err.message } }
-        : { t: "answer", id, ...(typeof text === "string" ? { text } : {}) },
+        : { t: "answer", id, ...(text === undefined ? {} : { text }) },
     )
 
   const step = (thread: Thread, m: FromThread) => {
     switch (m.t) {
       case "mail":
-        return run(onMailFrom(stateOf(thread, m.sid)), answer(thread, m.id))
+        return steps.mail(stateOf(thread, m.sid), answer(thread, m.id))
       case "rcpt":
-        return run(onRecipient(stateOf(thread, m.sid), m.address), answer(thread, m.id))
+        return steps.rcpt(stateOf(thread, m.sid), m.address, answer(thread, m.id))
       case "data": {
         const { message, finish } = openRead(m.read, memory)
         const delivery = { raw: message, mailFrom: m.mailFrom, recipients: [...m.recipients], reusedConnection: m.reusedConnection, client: m.client }
-        const done = answer(thread, m.id)
-        return run(onMessage(stateOf(thread, m.sid), delivery), (err, text) => {
-          finish()
-          done(err, text)
-        })
+        return steps.data(stateOf(thread, m.sid), delivery, finish, answer(thread, m.id))
       }
       case "close": {
         const state = thread.states.get(m.sid)
         thread.states.delete(m.sid)
-        if (state && !isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
-        return
+        return steps.close(state)
       }
       case "log":
         return log(m.level === "error" ? Effect.logError(m.message, m.detail) : Effect.logDebug(m.message, m.detail))
@@ -121,7 +115,7 @@ export const startMxOnThread = async (
   const gone = (thread: Thread, code: number) => {
     thread.posts.clear()
     memory.release(takeBackHeld(thread.held))
-    for (const state of thread.states.values()) if (!isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
+    for (const state of thread.states.values()) steps.close(state)
     thread.states.clear()
     thread.closed?.()
     if (current !== thread) return

@@ -14,14 +14,13 @@
  * on the event loop (`startMxOnLoop`). The answers are the same either way.
  */
 import { SMTPServer, type SMTPServerOptions } from "smtp-server"
-import { isEmpty } from "../../effects/ingest/admission.ts"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
-import { stepRunner } from "./common.ts"
 import { readMessage } from "./data.ts"
 import { startMxOnThread } from "./mx-threaded.ts"
 import { listen, type OpenedServer, protocolOptions, serverSessions } from "./server.ts"
-import { endTransaction, newSessionState, onMailFrom, onMessage, onRecipient } from "./session.ts"
+import { mxSteps } from "./mx-steps.ts"
+import { newSessionState } from "./session.ts"
 import { type SmtpTls, smtpTls } from "./tls.ts"
 import type { AppRuntime } from "../layers.ts"
 
@@ -49,7 +48,7 @@ export const startMxOnLoop = async (runtime: AppRuntime, settings: Settings) => 
   const tls = await smtpTls(runtime, settings, "mx")
   const sessions = serverSessions(runtime, settings, tls, newSessionState)
   const { stateOf } = sessions
-  const run = stepRunner(runtime, "mx")
+  const steps = mxSteps(runtime)
 
   const server = new SMTPServer({
     ...mxServerOptions(settings, tls),
@@ -57,14 +56,11 @@ export const startMxOnLoop = async (runtime: AppRuntime, settings: Settings) => 
     onConnect: sessions.connect,
 
     onMailFrom(_address, session, callback) {
-      const state = stateOf(session)
-      // Most transactions start with nothing held (the last one ended at its DATA): no step to run.
-      if (isEmpty(state.envelope)) return callback()
-      run(onMailFrom(state), (err) => callback(err))
+      steps.mail(stateOf(session), callback)
     },
 
     onRcptTo(address, session, callback) {
-      run(onRecipient(stateOf(session), address.address), (err) => callback(err))
+      steps.rcpt(stateOf(session), address.address, callback)
     },
 
     onData(stream, session, callback) {
@@ -78,16 +74,12 @@ export const startMxOnLoop = async (runtime: AppRuntime, settings: Settings) => 
           // tls: {protocol, cipher} or null, recorded on the stored message (ESMTPS in its Received line).
           client: { ip: session.remoteAddress, helo: session.hostNameAppearsAs || "", tls: tls.facts(session) },
         }
-        run(onMessage(stateOf(session), delivery), (err, text) => {
-          finish()
-          err ? callback(err) : callback(null, text)
-        })
+        steps.data(stateOf(session), delivery, finish, (err, text) => (err ? callback(err) : callback(null, text)))
       })
     },
 
     onClose(session) {
-      const state = sessions.close(session)
-      if (state && !isEmpty(state.envelope)) runtime.runFork(endTransaction(state))
+      steps.close(sessions.close(session))
     },
   })
   return listen(runtime, "mx", server, tls, settings.smtpPort)
