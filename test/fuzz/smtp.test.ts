@@ -1,6 +1,6 @@
 /**
  * SMTP fuzz (DECISIONS.md "Hostile input"): generated hostile mail over real sockets to the MX
- * and the sandbox. Random and broken MIME (unclosed and nested multiparts, bad transfer
+ * (on the event loop and on its thread, MX_THREAD) and the sandbox. Random and broken MIME (unclosed and nested multiparts, bad transfer
  * encodings, unknown charsets, binary bodies), NUL, control and 8-bit bytes in header names and
  * values, header injection (CR/LF inside values), DKIM signatures with junk tags, odd envelopes
  * (null sender, 8-bit +tags) and junk lines pipelined around the transaction. Every message must
@@ -17,6 +17,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SmtpMemory } from "../../src/smtp/limits.ts"
+import { mxPlainOptions } from "../../src/smtp/mx.ts"
+import { startMxOnThread } from "../../src/smtp/mx-threaded.ts"
 import { createAccount } from "../support/accounts.ts"
 import { connectSmtp, dataBlock, type RawSmtp, type SmtpReply } from "../support/smtp-client.ts"
 import { createAddress, fund, type InboundTestApp, query, startInboundApp } from "../support/inbound.ts"
@@ -171,16 +173,17 @@ const noLeftovers = async () => {
 }
 
 describe(`SMTP fuzz (seed ${SEED}, ${RUNS} runs per server)`, () => {
-  it("the MX answers every message 250, stores each once, and keeps serving", { timeout: 300_000 }, async () => {
+  /** The MX property on `port`, into a mailbox of its own. */
+  const fuzzMx = async (port: number, box: { local: string; domain: string; userId: number; apiKey: string }) => {
     const mx = sessions(async () => {
-      const s = await connectSmtp(app.mx)
+      const s = await connectSmtp(port)
       await s.command("EHLO fuzz.example.net")
       return s
     })
     const accepted: Array<number> = []
     await fc.assert(
       fc.asyncProperty(transcript, async (t) => {
-        const answer = await play(await mx.get(), t, `${mailbox.local}${t.tag}@${mailbox.domain}`)
+        const answer = await play(await mx.get(), t, `${box.local}${t.tag}@${box.domain}`)
         if (!answer) return
         expect(answer.code, answer.text).toBe(250)
         accepted.push(Number(/stored as (\d+)/.exec(answer.text)![1]))
@@ -189,17 +192,34 @@ describe(`SMTP fuzz (seed ${SEED}, ${RUNS} runs per server)`, () => {
     )
     mx.close()
     expect(accepted.length).toBeGreaterThan(RUNS / 2)
-    const rows = await query<{ id: number }>(app.api, "SELECT id FROM inbound_messages WHERE user_id = $1 ORDER BY id", [mailbox.userId])
+    const rows = await query<{ id: number }>(app.api, "SELECT id FROM inbound_messages WHERE user_id = $1 ORDER BY id", [box.userId])
     expect(rows.map((r) => r.id)).toEqual([...accepted].sort((a, b) => a - b))
     for (const id of accepted.slice(0, 40)) {
-      const one = await app.api.call("GET", `/api/inbound/messages/${id}`, { token: apiKey })
+      const one = await app.api.call("GET", `/api/inbound/messages/${id}`, { token: box.apiKey })
       expect(one.status).toBe(200)
       expect(JSON.stringify(one.body)).not.toContain("\\u0000")
     }
-    const fresh = await connectSmtp(app.mx)
+    const fresh = await connectSmtp(port)
     expect(fresh.greeting?.code).toBe(220)
     fresh.destroy()
     await noLeftovers()
+  }
+
+  it("the MX answers every message 250, stores each once, and keeps serving", { timeout: 300_000 }, async () => {
+    await fuzzMx(app.mx, { ...mailbox, apiKey })
+  })
+
+  it("the same with the MX's protocol on a thread of its own (MX_THREAD)", { timeout: 300_000 }, async () => {
+    const account = await createAccount(app.api)
+    await fund(app.api, account.userId, 5 * (RUNS + 10))
+    const address = await createAddress(app.api, account.apiKey, "fuzz-thread")
+    const [local, domain] = address.email.split("@") as [string, string]
+    const threaded = await startMxOnThread(app.api.runtime, { ...app.api.settings, smtpPort: 0 }, (tls) => mxPlainOptions(app.api.settings, tls))
+    try {
+      await fuzzMx(threaded.port, { local, domain, userId: account.userId, apiKey: account.apiKey })
+    } finally {
+      await threaded.close()
+    }
   })
 
   it("the sandbox answers every message 250, captures each once, and keeps serving", { timeout: 300_000 }, async () => {
