@@ -31,6 +31,8 @@ export interface DataOptions {
   readonly maxBytes: number
   readonly spoolDir: string
   readonly memory: Budget
+  /** Put after the pid in spool files' names (the MX's thread: its files, found if it dies). */
+  readonly spoolTag?: string
 }
 
 /**
@@ -103,7 +105,8 @@ export const readMessage = (
   })
 
 /** Spool files are named by process (`prepareSpool` removes those of processes that are gone). */
-const spoolName = () => `${process.pid}-${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}.eml`
+export const spoolPrefix = (tag = "") => `${process.pid}-${tag}`
+const spoolName = (tag?: string) => `${spoolPrefix(tag)}${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}.eml`
 
 /** Reads a DATA as `readMessage` does; `complete` gets what was read, for the thread that opens it. */
 export const readData = (
@@ -146,7 +149,7 @@ export const readData = (
     callback(error)
   }
   const startSpool = () => {
-    const file = path.join(options.spoolDir, spoolName())
+    const file = path.join(options.spoolDir, spoolName(options.spoolTag))
     const out = fs.createWriteStream(file, { flags: "wx", mode: 0o600 })
     out.on("error", () => fail(smtpError({ code: 451, message: "4.3.0 Local error in processing, try again later" })))
     spool = { file, out }

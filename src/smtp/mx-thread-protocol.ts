@@ -30,6 +30,8 @@ export interface MxThreadData {
   readonly maxSessionsPerIp: number
   readonly maxBytes: number
   readonly spoolDir: string
+  /** Its spool files are named `<pid>-<spoolTag><random>.eml`: a dead thread's are found by it. */
+  readonly spoolTag: string
   /** The process's SMTP_MEMORY_BYTES budget (src/smtp/budget.ts `MemoryBudget`). */
   readonly memory: { readonly capacity: number; readonly shared: SharedArrayBuffer }
   /** The thread's own count of what it holds of the budget (`ThreadBudget`). */

@@ -71,7 +71,7 @@ const server = new SMTPServer({
   },
 
   onData(stream, session, callback) {
-    const data = { maxBytes: setup.maxBytes, spoolDir: setup.spoolDir, memory }
+    const data = { maxBytes: setup.maxBytes, spoolDir: setup.spoolDir, memory, spoolTag: setup.spoolTag }
     readData(stream, data, callback, (read) => {
       // The host ends the transaction once it answered (./session.ts `onMessage`).
       holding.delete(session.id)

@@ -7,28 +7,30 @@
  * What stays here: the session states (the money held at RCPT), the certificate's loading and
  * SIGHUP reloads (handed to the thread), logging, and the thread's life. A thread that dies is
  * logged and started again on the same port after RESTART_MS; its clients lose their
- * connections (and retry, as for any dropped connection), the holds of their transactions and
- * the memory budget it held are given back. Stopping closes the thread's server (sessions in
- * flight end within smtp-server's closeTimeout, their steps still answered here) before the
- * thread ends.
+ * connections (and retry, as for any dropped connection); the holds of their transactions, the
+ * memory budget it held and the spool files it was writing are given back. Stopping closes the
+ * thread's server (sessions in flight end within smtp-server's closeTimeout, their steps still
+ * answered here) before the thread ends.
  *
- * What it trades, on two cores with PostgreSQL (bench/REPORT.md, MX ingest, forty-second
- * session): one message per connection +5 % (a fast machine; +5 to +15 % with a prototype on a
- * slow one, where the event loop was the bottleneck), but 2 KiB over reused connections −5 %
- * (each answer wakes the thread, and there is little protocol work to take off the loop), and
- * 100 KiB mail −4 to −7 % at +40–60 MiB peak RSS (a second isolate, its heap and the buffers it
- * reads). So it is off by default: for an MX taking mostly small mail one message per connection
- * on a host whose event loop is the bottleneck.
+ * What it trades, on two cores with PostgreSQL (interleaved pairs, bench/REPORT.md, MX ingest,
+ * forty-second session): one message per connection +4 % on a fast machine (+5 to +15 % with a
+ * prototype on a slow one, where the event loop was the bottleneck), but 2 KiB over reused
+ * connections −3 % (each answer wakes the thread, and there is little protocol work to take off
+ * the loop), and 100 KiB mail −10 % at +40–55 MiB peak RSS (a second isolate, its collector
+ * driven by the bytes it reads). So it is off by default: for an MX taking mostly small mail one
+ * message per connection on a host whose event loop is the bottleneck.
  */
 import { Effect } from "effect"
 import cluster from "node:cluster"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { Worker } from "node:worker_threads"
 import type { Settings } from "../../effects/config.ts"
 import type { AppRuntime } from "../layers.ts"
 import { siblingModule } from "../module-url.ts"
 import { turnPosts, type TurnPosts } from "../ingest/turn-posts.ts"
 import { takeBackHeld } from "./budget.ts"
-import { openRead, prepareSpool } from "./data.ts"
+import { openRead, prepareSpool, spoolPrefix } from "./data.ts"
 import { SmtpMemory } from "./limits.ts"
 import type { FromThread, MxThreadData, ThreadTls, ToThread } from "./mx-thread-protocol.ts"
 import type { OpenedServer } from "./server.ts"
@@ -47,6 +49,9 @@ interface Thread {
   /** The sessions of this thread that reached a step, by smtp-server's session id. */
   readonly states: Map<string, MxSessionState>
   readonly held: SharedArrayBuffer
+  /** Its spool files' names start with this; those the event loop holds are in `files`. */
+  readonly spoolTag: string
+  readonly files: Set<string>
   ready: boolean
   /** Set while stopping: called when the thread's server has closed, or the thread is gone. */
   closed?: () => void
@@ -80,6 +85,8 @@ export const startMxOnThread = async (
   let current: Thread | undefined
   let stopping = false
   let port = settings.smtpPort
+  /** Threads started so far (each names its spool files by its number). */
+  let started = 0
 
   const answer = (thread: Thread, id: number) => (err: Error | null, text?: string) =>
     thread.posts.send(
@@ -97,7 +104,13 @@ export const startMxOnThread = async (
       case "data": {
         const { message, finish } = openRead(m.read, memory)
         const delivery = { raw: message, mailFrom: m.mailFrom, recipients: [...m.recipients], reusedConnection: m.reusedConnection, client: m.client }
-        return steps.data(stateOf(thread, m.sid), delivery, finish, answer(thread, m.id))
+        const file = m.read._tag === "File" ? m.read.path : undefined
+        if (file) thread.files.add(file)
+        const finished = () => {
+          if (file) thread.files.delete(file)
+          finish()
+        }
+        return steps.data(stateOf(thread, m.sid), delivery, finished, answer(thread, m.id))
       }
       case "close": {
         const state = thread.states.get(m.sid)
@@ -115,6 +128,7 @@ export const startMxOnThread = async (
   const gone = (thread: Thread, code: number) => {
     thread.posts.clear()
     memory.release(takeBackHeld(thread.held))
+    removeSpooled(thread)
     for (const state of thread.states.values()) steps.close(state)
     thread.states.clear()
     thread.closed?.()
@@ -123,6 +137,15 @@ export const startMxOnThread = async (
     if (stopping || !thread.ready) return
     log(Effect.logError(`mx: protocol thread exited with code ${code}; starting another in ${RESTART_MS} ms`))
     setTimeout(restart, RESTART_MS)
+  }
+
+  /** The spool files a dead thread was writing (not those it handed over, still being stored). */
+  const removeSpooled = (thread: Thread) => {
+    const prefix = `${spoolPrefix(thread.spoolTag)}`
+    for (const name of fs.readdirSync(spoolDir)) {
+      const file = path.join(spoolDir, name)
+      if (name.startsWith(prefix) && !thread.files.has(file)) fs.rmSync(file, { force: true })
+    }
   }
 
   const restart = () => {
@@ -137,6 +160,7 @@ export const startMxOnThread = async (
   const open = () =>
     new Promise<number>((resolve, reject) => {
       const held = new SharedArrayBuffer(8)
+      const spoolTag = `mx${++started}-`
       const workerData: MxThreadData = {
         port,
         reusePort: cluster.isWorker === true,
@@ -145,6 +169,7 @@ export const startMxOnThread = async (
         maxSessionsPerIp: settings.smtpMaxSessionsPerIp,
         maxBytes: settings.maxMessageBytes,
         spoolDir,
+        spoolTag,
         memory: { capacity: memory.capacity, shared: memory.shared },
         held,
       }
@@ -154,6 +179,8 @@ export const startMxOnThread = async (
         posts: turnPosts<ToThread>((messages) => worker.postMessage(messages)),
         states: new Map(),
         held,
+        spoolTag,
+        files: new Set(),
         ready: false,
       }
       current = thread

@@ -150,17 +150,24 @@ describe("the thread's life", () => {
   })
   afterAll(() => mx?.close())
 
-  it("a thread that dies gives back its sessions' holds and memory, and another takes the same port", async () => {
-    const { userId, address } = await fundedAddress(5)
+  it("a thread that dies gives back its sessions' holds, memory and spool files, and another takes the same port", async () => {
+    const { userId, address } = await fundedAddress(10)
+    const spool = () => fs.readdirSync(path.join(app.api.settings.dataDir, "spool"))
+    // One message in memory, one past 1 MiB spooling to DATA_DIR, both cut off by the thread's end.
     const { smtp, rcpt } = await admitted(mx.port, address.email)
     expect(rcpt).toBe(250)
     expect((await smtp.command("DATA")).code).toBe(354)
     smtp.write(Buffer.from(`Subject: cut\r\n\r\n${"C".repeat(1022)}\r\n`.repeat(100)))
-    await until(async () => (await heldFor(userId)) === 5 && (await memoryUsed()) >= 100 * 1024, "the hold and the bytes")
+    const big = await admitted(mx.port, address.email)
+    expect(big.rcpt).toBe(250)
+    expect((await big.smtp.command("DATA")).code).toBe(354)
+    big.smtp.write(Buffer.from(`Subject: big\r\n\r\n${"D".repeat(1022)}\r\n`.repeat(1200)))
+    await until(async () => (await heldFor(userId)) === 10 && (await memoryUsed()) >= 100 * 1024 && spool().length === 1, "the holds, the bytes and a spool file")
     const dying = mx.thread()!
     await dying.terminate()
-    await smtp.closed
-    await until(async () => (await heldFor(userId)) === 0 && (await memoryUsed()) === 0, "the dead thread's hold and bytes to be given back")
+    await Promise.all([smtp.closed, big.smtp.closed])
+    await until(async () => (await heldFor(userId)) === 0 && (await memoryUsed()) === 0, "the dead thread's holds and bytes to be given back")
+    expect(spool()).toEqual([])
     await until(() => mx.thread() !== undefined && mx.thread() !== dying, "another thread", RESTART_MS + 10_000)
     // The same port, the same money: the copy that was cut can be sent again and is charged once.
     const again = await admitted(mx.port, address.email)
@@ -170,7 +177,7 @@ describe("the thread's life", () => {
     expect((await again.smtp.reply()).code).toBe(250)
     again.smtp.destroy()
     expect(await countMessages(app.api, userId)).toBe(1)
-    expect(await balance(app.api, userId)).toBe(0)
+    expect(await balance(app.api, userId)).toBe(5)
   })
 
   it("stopping closes the port and ends the thread", async () => {
