@@ -48,6 +48,12 @@ const OPTIMISING_TIER = new Set(["wasm-tier-up", "wasm-dynamic-tiering"])
  *   32 MB, measured side by side (2026-11-26): message by id p99 per round 26–39 against 14–61 ms,
  *   ~8 % fewer requests/s (still ~1.5× the peer), idle RSS 153 against 193 MiB, and peak RSS
  *   under 100 KiB inbound mail ~290 against ~340 MiB (the MX's 300 MB target).
+ *   It starts at that size (`--min-semi-space-size`) instead of growing to it from 1 MB as the
+ *   allocation rate asks: inbound mail over 20 reused connections, measured as the bench measures
+ *   it (a warm-up, then ~1 s of load), +5.5 % and +7.4 % (ten interleaved pairs of twelve faster)
+ *   at ~9 % less CPU a message, one message per connection and 100 KiB mail level (peak RSS
+ *   level under 100 KiB mail, +15–20 MiB under small mail; bench/REPORT.md, MX ingest,
+ *   forty-second session).
  *
  * PGlite's WebAssembly stays on V8's baseline compiler (no tier-up to the optimising one). One
  * function of PGlite's module (#2272, 105 KB of code) took the optimising compiler 456 ms and
@@ -71,7 +77,7 @@ const OPTIMISING_TIER = new Set(["wasm-tier-up", "wasm-dynamic-tiering"])
  */
 export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<string> =>
   databaseUrl
-    ? ["--max-semi-space-size=8"]
+    ? ["--max-semi-space-size=8", "--min-semi-space-size=8"]
     : ["--max-semi-space-size=4", ...WASM_BASELINE_ONLY, "--heap-growing-percent=50"]
 
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
@@ -83,6 +89,8 @@ export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.e
   const named = new Set(flags.map(flagName))
   // V8 takes a boolean flag only as `--flag` or `--no-flag`.
   const optimising = flags.some((g) => !g.startsWith("--no-") && OPTIMISING_TIER.has(flagName(g)))
+  // The young generation's size is one choice: an operator who sized it keeps it whole.
+  if (named.has("max-semi-space-size")) named.add("min-semi-space-size")
   return engineFlags(databaseUrl).filter((f) => !named.has(flagName(f)) && !(optimising && flagName(f) === "wasm-inlining"))
 }
 

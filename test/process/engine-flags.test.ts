@@ -5,11 +5,11 @@ import { describe, expect, it } from "vitest"
 import { engineFlags, flagsToAdd, mallocTuning } from "../../src/process.ts"
 
 describe("engineFlags", () => {
-  it("keeps PGlite lean (small young generation, WebAssembly never tiered up nor gathering feedback for it, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight", () => {
+  it("keeps PGlite lean (small young generation, WebAssembly never tiered up nor gathering feedback for it, old generation grown by at most 2×) and gives a PostgreSQL deployment room for the requests in flight from the start", () => {
     const pglite = ["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--no-wasm-inlining", "--heap-growing-percent=50"]
     expect(engineFlags(undefined)).toEqual(pglite)
     expect(engineFlags("")).toEqual(pglite)
-    expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=8"])
+    expect(engineFlags("postgres://db.internal/mail")).toEqual(["--max-semi-space-size=8", "--min-semi-space-size=8"])
   })
 
   it("leaves alone a flag the operator gave, in either polarity and spelling", () => {
@@ -17,6 +17,9 @@ describe("engineFlags", () => {
     expect(flagsToAdd(["--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "--heap_growing_percent=0"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-inlining"])
     expect(flagsToAdd(["--wasm-inlining"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-tier-up", "--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
     expect(flagsToAdd(["--max-semi-space-size=8", "src/main.ts", ""], "postgres://db/mail")).toEqual([])
+    // The young generation sized by the operator, either bound: the other is not added.
+    expect(flagsToAdd(["--max-semi-space-size=4"], "postgres://db/mail")).toEqual([])
+    expect(flagsToAdd(["--min-semi-space-size=2"], "postgres://db/mail")).toEqual(["--max-semi-space-size=8"])
     // An operator who turns the optimising tier on keeps its inlining.
     expect(flagsToAdd(["--wasm-tier-up", "--max_semi_space_size=16"], undefined)).toEqual(["--no-wasm-dynamic-tiering", "--heap-growing-percent=50"])
     expect(flagsToAdd(["--wasm_dynamic_tiering"], undefined)).toEqual(["--max-semi-space-size=4", "--no-wasm-tier-up", "--heap-growing-percent=50"])
