@@ -89,7 +89,6 @@ export const LOOP_PREPARE_BYTES = 64 * 1024
  */
 export const reusedOnLoopFor = (engine: DatabaseShape["dialect"]): boolean => engine === "postgres"
 
-
 /**
  * INGEST_BLOB_BYTES when not set with PGlite: the raw MIME of a message this large goes to a file
  * (src/providers/blob-files.ts). 100 KiB messages on PGlite: +13–15 % msgs/s and 26–40 MiB less

@@ -23,7 +23,7 @@ export interface MxThreadData {
    * port itself and the kernel spreads connections between them.
    */
   readonly reusePort: boolean
-  /** smtp-server's options that are plain values (src/smtp/mx.ts `mxPlainOptions`). */
+  /** smtp-server's options that are plain values (./mx-options.ts `mxPlainOptions`). */
   readonly options: SMTPServerOptions
   /** Null: STARTTLS is not offered. */
   readonly tls: ThreadTls | null

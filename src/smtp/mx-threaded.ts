@@ -32,9 +32,10 @@ import { turnPosts, type TurnPosts } from "../ingest/turn-posts.ts"
 import { takeBackHeld } from "./budget.ts"
 import { openRead, prepareSpool, spoolPrefix } from "./data.ts"
 import { SmtpMemory } from "./limits.ts"
-import type { FromThread, MxThreadData, ThreadTls, ToThread } from "./mx-thread-protocol.ts"
-import type { OpenedServer } from "./server.ts"
+import { mxPlainOptions } from "./mx-options.ts"
 import { mxSteps } from "./mx-steps.ts"
+import type { FromThread, MxThreadData, ThreadTls, ToThread } from "./mx-thread-protocol.ts"
+import { type OpenedServer, protocolOptions } from "./server.ts"
 import { type MxSessionState, newSessionState } from "./session.ts"
 import { smtpTls } from "./tls.ts"
 
@@ -68,12 +69,7 @@ const stateOf = (thread: Thread, sid: string): MxSessionState => {
   return state
 }
 
-/** `plainOptions`: the MX's smtp-server options without handlers or certificate (./mx.ts). */
-export const startMxOnThread = async (
-  runtime: AppRuntime,
-  settings: Settings,
-  plainOptions: (tlsEnabled: boolean) => MxThreadData["options"],
-): Promise<ThreadedMx> => {
+export const startMxOnThread = async (runtime: AppRuntime, settings: Settings): Promise<ThreadedMx> => {
   const tls = await smtpTls(runtime, settings, "mx")
   let certificate: ThreadTls | null = tls.enabled ? { key: String(tls.options.key), cert: String(tls.options.cert) } : null
   const memory = runtime.runSync(SmtpMemory.useSync((m) => m))
@@ -81,7 +77,6 @@ export const startMxOnThread = async (
   const steps = mxSteps(runtime)
   const log = (effect: Effect.Effect<void>) => void runtime.runFork(effect)
 
-  const closeTimeout = plainOptions(false).closeTimeout ?? 10_000
   let current: Thread | undefined
   let stopping = false
   let port = settings.smtpPort
@@ -141,7 +136,7 @@ export const startMxOnThread = async (
 
   /** The spool files a dead thread was writing (not those it handed over, still being stored). */
   const removeSpooled = (thread: Thread) => {
-    const prefix = `${spoolPrefix(thread.spoolTag)}`
+    const prefix = spoolPrefix(thread.spoolTag)
     for (const name of fs.readdirSync(spoolDir)) {
       const file = path.join(spoolDir, name)
       if (name.startsWith(prefix) && !thread.files.has(file)) fs.rmSync(file, { force: true })
@@ -164,7 +159,7 @@ export const startMxOnThread = async (
       const workerData: MxThreadData = {
         port,
         reusePort: cluster.isWorker === true,
-        options: plainOptions(certificate !== null),
+        options: mxPlainOptions(settings, certificate !== null),
         tls: certificate,
         maxSessionsPerIp: settings.smtpMaxSessionsPerIp,
         maxBytes: settings.maxMessageBytes,
@@ -224,7 +219,7 @@ export const startMxOnThread = async (
       thread.closed = done
       thread.worker.postMessage([{ t: "stop" }] satisfies Array<ToThread>)
       // smtp-server ends the sessions left after its closeTimeout; a thread that cannot is ended.
-      setTimeout(done, closeTimeout + STOP_GRACE_MS).unref()
+      setTimeout(done, protocolOptions(settings).closeTimeout + STOP_GRACE_MS).unref()
     })
     await thread.worker.terminate()
   }

@@ -13,35 +13,22 @@
  * trades) and asks the event loop's session policy for each step; without it (the default), here
  * on the event loop (`startMxOnLoop`). The answers are the same either way.
  */
-import { SMTPServer, type SMTPServerOptions } from "smtp-server"
+import { SMTPServer } from "smtp-server"
 import type { Settings } from "../../effects/config.ts"
 import type { Listener } from "../listeners.ts"
 import { readMessage } from "./data.ts"
 import { startMxOnThread } from "./mx-threaded.ts"
-import { listen, type OpenedServer, protocolOptions, serverSessions } from "./server.ts"
+import { mxServerOptions } from "./mx-options.ts"
 import { mxSteps } from "./mx-steps.ts"
+import { listen, type OpenedServer, serverSessions } from "./server.ts"
 import { newSessionState } from "./session.ts"
-import { type SmtpTls, smtpTls } from "./tls.ts"
+import { smtpTls } from "./tls.ts"
 import type { AppRuntime } from "../layers.ts"
-
-/** The MX's smtp-server options that are plain values: no handlers, no certificate. */
-export const mxPlainOptions = (settings: Settings, tlsEnabled: boolean) => ({
-  name: settings.mxHost,
-  banner: "inbound mail",
-  disabledCommands: tlsEnabled ? ["AUTH"] : ["AUTH", "STARTTLS"],
-  ...protocolOptions(settings),
-}) satisfies SMTPServerOptions
-
-/** The MX's smtp-server options, apart from its handlers. */
-export const mxServerOptions = (settings: Settings, tls: SmtpTls): SMTPServerOptions => ({
-  ...mxPlainOptions(settings, tls.enabled),
-  ...tls.options,
-})
 
 /** The MX's protocol on a thread of its own (./mx-threaded.ts) or on the event loop (below). */
 export const startMx = (runtime: AppRuntime, settings: Settings): Promise<OpenedServer> =>
   settings.mxThread
-    ? startMxOnThread(runtime, settings, (tlsEnabled) => mxPlainOptions(settings, tlsEnabled))
+    ? startMxOnThread(runtime, settings)
     : startMxOnLoop(runtime, settings)
 
 export const startMxOnLoop = async (runtime: AppRuntime, settings: Settings) => {

@@ -17,7 +17,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SmtpMemory } from "../../src/smtp/limits.ts"
-import { mxPlainOptions } from "../../src/smtp/mx.ts"
 import { startMxOnThread } from "../../src/smtp/mx-threaded.ts"
 import { createAccount } from "../support/accounts.ts"
 import { connectSmtp, dataBlock, type RawSmtp, type SmtpReply } from "../support/smtp-client.ts"
@@ -214,7 +213,7 @@ describe(`SMTP fuzz (seed ${SEED}, ${RUNS} runs per server)`, () => {
     await fund(app.api, account.userId, 5 * (RUNS + 10))
     const address = await createAddress(app.api, account.apiKey, "fuzz-thread")
     const [local, domain] = address.email.split("@") as [string, string]
-    const threaded = await startMxOnThread(app.api.runtime, { ...app.api.settings, smtpPort: 0 }, (tls) => mxPlainOptions(app.api.settings, tls))
+    const threaded = await startMxOnThread(app.api.runtime, { ...app.api.settings, smtpPort: 0 })
     try {
       await fuzzMx(threaded.port, { local, domain, userId: account.userId, apiKey: account.apiKey })
     } finally {

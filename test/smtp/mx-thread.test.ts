@@ -12,7 +12,6 @@ import * as path from "node:path"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Reservations } from "../../effects/ingest/admission.ts"
-import { mxPlainOptions } from "../../src/smtp/mx.ts"
 import { RESTART_MS, startMxOnThread, type ThreadedMx } from "../../src/smtp/mx-threaded.ts"
 import { SmtpMemory } from "../../src/smtp/limits.ts"
 import { createAccount } from "../support/accounts.ts"
@@ -146,7 +145,7 @@ describe("the thread's life", () => {
   let mx: ThreadedMx
   beforeAll(async () => {
     // A second MX on the same runtime, to hold its thread by the hand.
-    mx = await startMxOnThread(app.api.runtime, { ...app.api.settings, smtpPort: 0 }, (tls) => mxPlainOptions(app.api.settings, tls))
+    mx = await startMxOnThread(app.api.runtime, { ...app.api.settings, smtpPort: 0 })
   })
   afterAll(() => mx?.close())
 
