@@ -19,6 +19,7 @@ import { Readable } from "node:stream"
 import type { SMTPServerDataStream } from "smtp-server"
 import { type MessageBytes, ownedCopy, ownInMemory } from "../../effects/ingest/bytes.ts"
 import { freeBytes } from "../../effects/shared/free-bytes.ts"
+import { isDeno } from "../is-deno.ts"
 import { type Budget, MEMORY_FULL } from "./budget.ts"
 import { smtpError } from "./smtp-error.ts"
 
@@ -108,6 +109,30 @@ export const readMessage = (
 export const spoolPrefix = (tag = "") => `${process.pid}-${tag}`
 const spoolName = (tag?: string) => `${spoolPrefix(tag)}${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}.eml`
 
+/**
+ * Frees the buffer the final dot arrived in, once its bytes are copied, when nothing came after
+ * the dot. smtp-server gives DATA's last bytes as a view of that buffer and keeps the view of
+ * what followed the dot (empty here) until the message has been answered, to read it as the next
+ * command. Held past the batch's commit, the buffer (up to a socket read, 64 KiB) outlived two
+ * scavenges and waited in the old generation for a full GC: under 100 KiB mail the MX's thread
+ * (MX_THREAD) piled up ~30 MB of them, and on the event loop it cost CPU (PostgreSQL, 100 KiB:
+ * 1.57 → 1.435 ms a message, +3.6 % msgs/s, six interleaved pairs; bench/REPORT.md, MX ingest,
+ * forty-third session).
+ *
+ * Only a buffer that holds nothing else: the view is all of it but the dot's line, from its first
+ * byte, so what smtp-server keeps after the dot is empty, and it is no slice of Node's pool of
+ * small buffers (a slice from the pool's first byte is smaller than half the pool, so it never
+ * reaches the pool's end). Not under Deno, whose sockets may read into buffers of their own making.
+ */
+export const freeFinalRead = (last: Uint8Array | undefined): void => {
+  const buffer = last?.buffer
+  if (isDeno || !(buffer instanceof ArrayBuffer) || buffer.detached) return
+  if (last!.byteOffset !== 0 || last!.byteLength + FINAL_DOT.length !== buffer.byteLength) return
+  buffer.transfer(0)
+}
+/** What ends DATA after the message's last line break (smtp-server keeps the bytes after it). */
+const FINAL_DOT = ".\r\n"
+
 /** Reads a DATA as `readMessage` does; `complete` gets what was read, for the thread that opens it. */
 export const readData = (
   stream: SMTPServerDataStream,
@@ -157,7 +182,10 @@ export const readData = (
     dropMemory()
   }
 
+  /** The last bytes given: the final dot's buffer once DATA has ended (`freeFinalRead`). */
+  let last: Buffer | undefined
   stream.on("data", (chunk: Buffer) => {
+    last = chunk
     total += chunk.length
     if (failed) return
     // Past the limit the bytes are only counted (by smtp-server too): the answer is 552 anyway.
@@ -194,6 +222,8 @@ export const readData = (
       return callback(smtpError({ code: 552, message: `5.3.4 Message exceeds the size limit of ${options.maxBytes} bytes` }))
     }
     if (!spool) {
+      // Copied (a spool file's stream may still be writing its bytes, so not there).
+      freeFinalRead(last)
       // Keep what the message takes, give back the rest of the reserve.
       memory.release(held - kept)
       const mine = kept
