@@ -28,6 +28,7 @@ import { Worker } from "node:worker_threads"
 import type { Settings } from "../../effects/config.ts"
 import type { AppRuntime } from "../layers.ts"
 import { siblingModule } from "../module-url.ts"
+import { withYoungGeneration } from "../worker-heap.ts"
 import { turnPosts, type TurnPosts } from "../ingest/turn-posts.ts"
 import { takeBackHeld } from "./budget.ts"
 import { openRead, prepareSpool, spoolPrefix } from "./data.ts"
@@ -39,6 +40,12 @@ import { type OpenedServer, protocolOptions } from "./server.ts"
 import { type MxSessionState, newSessionState } from "./session.ts"
 import { smtpTls } from "./tls.ts"
 
+/**
+ * The thread's semi-spaces, in MB. It allocates few objects (smtp-server's sessions and their
+ * replies), so the process's young generation (8 MB semi-spaces on PostgreSQL, src/process.ts)
+ * was ~14 MiB of resident memory it did not use (../worker-heap.ts).
+ */
+const THREAD_SEMI_SPACE_MB = 1
 /** How long after a thread died the next one starts (a thread that fails at once does not spin). */
 export const RESTART_MS = 500
 /** How long past smtp-server's closeTimeout a stopping thread may take before it is ended. */
@@ -168,7 +175,7 @@ export const startMxOnThread = async (runtime: AppRuntime, settings: Settings): 
         memory: { capacity: memory.capacity, shared: memory.shared },
         held,
       }
-      const worker = new Worker(siblingModule("./mx-thread.ts", import.meta.url), { workerData })
+      const worker = withYoungGeneration(THREAD_SEMI_SPACE_MB, () => new Worker(siblingModule("./mx-thread.ts", import.meta.url), { workerData }))
       const thread: Thread = {
         worker,
         posts: turnPosts<ToThread>((messages) => worker.postMessage(messages)),
