@@ -13,12 +13,14 @@
  * answered here) before the thread ends.
  *
  * What it trades, on two cores with PostgreSQL (interleaved pairs, bench/REPORT.md, MX ingest,
- * forty-second session): one message per connection +4 % on a fast machine (+5 to +15 % with a
- * prototype on a slow one, where the event loop was the bottleneck), but 2 KiB over reused
- * connections −3 % (each answer wakes the thread, and there is little protocol work to take off
- * the loop), and 100 KiB mail −10 % at +40–55 MiB peak RSS (a second isolate, its collector
- * driven by the bytes it reads). So it is off by default: for an MX taking mostly small mail one
- * message per connection on a host whose event loop is the bottleneck.
+ * forty-second and forty-third sessions): one message per connection +4 % on a fast machine and
+ * +8 to +17 % on a slow one (where the event loop is the bottleneck), but 2 KiB over reused
+ * connections −3 to −5 % (each answer wakes the thread, and there is little protocol work to take
+ * off the loop). 100 KiB mail: −10 % on a fast machine at +40–55 MiB peak RSS before its buffers
+ * and young generation were seen to (./data.ts `freeFinalRead`, `THREAD_SEMI_SPACE_MB`); since,
+ * on a slow machine, +6 % at +15–20 MiB (238–254 against 223–235 MiB). So it is off by default:
+ * for an MX taking mostly small mail one message per connection on a host whose event loop is the
+ * bottleneck.
  */
 import { Effect } from "effect"
 import cluster from "node:cluster"
