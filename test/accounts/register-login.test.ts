@@ -193,9 +193,15 @@ describe("login", () => {
       return performance.now() - started
     }
     await time(freshEmail()) // warm the cached dummy hash
-    const known = Math.min(await time(a.email), await time(a.email))
-    const unknown = Math.min(await time(freshEmail()), await time(freshEmail()))
-    expect(unknown).toBeGreaterThan(known / 4)
+    // The fastest of five each, taken in turns: a CI machine busy with other test files slowed
+    // both of two samples of one kind often enough to fail this (2026-12-01).
+    const known: Array<number> = []
+    const unknown: Array<number> = []
+    for (let i = 0; i < 5; i++) {
+      known.push(await time(a.email))
+      unknown.push(await time(freshEmail()))
+    }
+    expect(Math.min(...unknown)).toBeGreaterThan(Math.min(...known) / 4)
   })
 
   const badLogins: Array<[string, Record<string, unknown>, string]> = [
