@@ -114,10 +114,10 @@ const spoolName = (tag?: string) => `${spoolPrefix(tag)}${Buffer.from(crypto.get
  * the dot. smtp-server gives DATA's last bytes as a view of that buffer and keeps the view of
  * what followed the dot (empty here) until the message has been answered, to read it as the next
  * command. Held past the batch's commit, the buffer (up to a socket read, 64 KiB) outlived two
- * scavenges and waited in the old generation for a full GC: under 100 KiB mail the MX's thread
- * (MX_THREAD) piled up ~30 MB of them, and on the event loop it cost CPU (PostgreSQL, 100 KiB:
- * 1.57 → 1.435 ms a message, +3.6 % msgs/s, six interleaved pairs; bench/REPORT.md, MX ingest,
- * forty-third session).
+ * scavenges and waited in the old generation for a full GC. Under 100 KiB mail the MX's thread
+ * (MX_THREAD) piled up 30–36 MB of them (4 MB since); on PGlite peak RSS went 245–255 → 231–243
+ * MiB at +3.3 % msgs/s, on PostgreSQL level (six interleaved pairs each; bench/REPORT.md, MX
+ * ingest, forty-third session).
  *
  * Only a buffer that holds nothing else: the view is all of it but the dot's line, from its first
  * byte, so what smtp-server keeps after the dot is empty, and it is no slice of Node's pool of
