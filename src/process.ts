@@ -81,7 +81,10 @@ export const engineFlags = (databaseUrl = process.env.DATABASE_URL): Array<strin
     : ["--max-semi-space-size=4", ...WASM_BASELINE_ONLY, "--heap-growing-percent=50"]
 
 /** A V8 flag's name without `--`, `--no-` or a value: `--no-wasm-tier-up` and `--wasm-tier-up` are one flag. */
-const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")
+export const flagName = (flag: string): string => flag.replace(/^--(no-)?/, "").split("=")[0]!.replaceAll("_", "-")
+
+/** The flags this process was started with: its own and NODE_OPTIONS'. */
+export const givenFlags = (): Array<string> => [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
 
 /** The engine's flags that `given` (the process's own flags and NODE_OPTIONS) does not already set, either way. */
 export const flagsToAdd = (given: ReadonlyArray<string>, databaseUrl = process.env.DATABASE_URL): Array<string> => {
@@ -116,8 +119,7 @@ export const mallocTuning = (env: NodeJS.ProcessEnv): Record<string, string> => 
 export const becomeLean = (): void => {
   const execve = (process as { execve?: (file: string, args: Array<string>, env: NodeJS.ProcessEnv) => never }).execve
   if (isDeno || !execve || process.env.SERVICE_LEAN === "0" || process.env.SERVICE_LEAN_APPLIED === "1" || cluster.isWorker) return
-  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
-  const flags = flagsToAdd(given)
+  const flags = flagsToAdd(givenFlags())
   const env = {
     ...process.env,
     SERVICE_LEAN_APPLIED: "1",

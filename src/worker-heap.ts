@@ -13,18 +13,13 @@
 import * as v8 from "node:v8"
 import type { Worker } from "node:worker_threads"
 import { isDeno } from "./is-deno.ts"
+import { flagName, givenFlags } from "./process.ts"
 
 const SEMI_SPACE_FLAGS = ["max-semi-space-size", "min-semi-space-size"] as const
 
 /** The value the process was started with for `--name=N` (the last one given wins), or "0". */
-const givenValue = (name: string, given: ReadonlyArray<string>): string => {
-  let value = "0"
-  for (const flag of given) {
-    const [key, v] = flag.replace(/^--/, "").replaceAll("_", "-").split("=")
-    if (key === name && v !== undefined) value = v
-  }
-  return value
-}
+const givenValue = (name: string): string =>
+  givenFlags().filter((f) => f.startsWith("--") && flagName(f) === name).at(-1)?.split("=")[1] ?? "0"
 
 const setSemiSpaces = (values: Readonly<Record<(typeof SEMI_SPACE_FLAGS)[number], string>>) =>
   v8.setFlagsFromString(SEMI_SPACE_FLAGS.map((name) => `--${name}=${values[name]}`).join(" "))
@@ -32,8 +27,7 @@ const setSemiSpaces = (values: Readonly<Record<(typeof SEMI_SPACE_FLAGS)[number]
 /** `start()`'s worker, its isolate's semi-spaces `megabytes` MB each; the process's flags are as they were once it runs. */
 export const withYoungGeneration = (megabytes: number, start: () => Worker): Worker => {
   if (isDeno) return start()
-  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
-  const before = { "max-semi-space-size": givenValue("max-semi-space-size", given), "min-semi-space-size": givenValue("min-semi-space-size", given) }
+  const before = { "max-semi-space-size": givenValue("max-semi-space-size"), "min-semi-space-size": givenValue("min-semi-space-size") }
   setSemiSpaces({ "max-semi-space-size": String(megabytes), "min-semi-space-size": String(megabytes) })
   let worker: Worker
   try {
